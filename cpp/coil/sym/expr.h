@@ -103,6 +103,18 @@ Expr eq(const Expr& a, const Expr& b);
 Expr ne(const Expr& a, const Expr& b);
 // Ceil division for non-negative operands: FloorDiv(a + b - 1, b).
 Expr ceildiv(const Expr& a, const Expr& b);
+// The same kind of node as e over new operands, re-canonicalized (for Int/Symbol: e itself).
+// For Add and Mul the constant term / coefficient of e is kept. The building block of rewriters.
+Expr with_operands(const Expr& e, const std::vector<Expr>& operands);
+// a / b when every term of a is an exact multiple of the monomial b (a constant, symbol or
+// product; not a sum), e.g. exact_div(8*x + 4*s0*y, 4) == 2*x + s0*y. Otherwise nullopt.
+// Exact for every value of the symbols.
+std::optional<Expr> exact_div(const Expr& a, const Expr& b);
+
+// ---- integer helpers with Python semantics ----
+// Throw std::domain_error on division by zero and std::overflow_error on int64 overflow.
+int64_t floordiv_int(int64_t a, int64_t b);
+int64_t mod_int(int64_t a, int64_t b);
 
 // ---- ranges ----
 // An inclusive integer interval. kNegInf/kPosInf stand for unbounded ends.
@@ -125,10 +137,14 @@ class RangeEnv {
   void add_index_var(const Expr& var, const Expr& extent);
   Range range_of_symbol(const Expr& symbol) const;  // unbounded if unknown
   std::optional<int64_t> hint_of_symbol(const Expr& symbol) const;
+  // The symbolic extent an index variable was registered with (var < extent), if any. Lets
+  // simplify() prove x1 < s0 when x1's numeric range says only [0, inf) or [0, hint - 1].
+  std::optional<Expr> extent_of_symbol(const Expr& symbol) const;
 
  private:
   std::unordered_map<const Node*, Range> ranges_;
   std::unordered_map<const Node*, int64_t> hints_;
+  std::unordered_map<const Node*, Expr> extents_;
 };
 
 // Bounds of an expression given the symbols' ranges (interval arithmetic; conservative).

@@ -1,0 +1,222 @@
+// Python bindings for coil::runtime: building kernel libraries and calling their kernels.
+//
+// bind_runtime(m) adds to coil._C:
+//   build_shared_library(source, cache_dir, compiler="g++", flags=None, inject_build_failure=False)
+//       -> {"so_path", "source_path", "cache_hit", "seconds"}; raises coil._C.BuildError
+//       (a RuntimeError). flags=None means BuildOptions' default flags. The GIL is released while
+//       building.
+//   KernelLibrary(so_path).kernel(name, num_ptrs, num_ints) -> Kernel
+//   Kernel(*args): exactly num_ptrs pointer arguments (an int address, or any object with a
+//       data_ptr() method such as a torch.Tensor), then num_ints ints. Calls
+//       `extern "C" void name(void* const* ptrs, const int64_t* ints)` with the GIL released.
+//
+// Kernel.__call__ is on the path of every kernel launch, so it is a raw tp_call slot rather than
+// a nanobind-dispatched method: no overload resolution, no keyword handling, no allocation for up
+// to kStackArgs arguments of each kind. A Kernel keeps its library loaded.
+//
+// Tests: tests/python/ (through coil's runtime); the C++ side in tests/cpp/runtime/.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coil/runtime/build.h"
+#include "coil/runtime/library.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using coil::runtime::BuildOptions;
+using coil::runtime::BuildResult;
+using coil::runtime::Library;
+
+// Arguments of each kind that fit in the call's stack arrays; more go to the heap.
+constexpr Py_ssize_t kStackArgs = 64;
+
+using KernelFn = void (*)(void* const* ptrs, const int64_t* ints);
+
+struct Kernel {
+  KernelFn fn = nullptr;
+  Py_ssize_t num_ptrs = 0;
+  Py_ssize_t num_ints = 0;
+  std::string name;
+  std::shared_ptr<Library> library;  // keeps fn's code mapped
+};
+
+struct KernelLibrary {
+  std::shared_ptr<Library> library;
+};
+
+// "data_ptr", interned once so that the per-call method lookup compares pointers.
+PyObject* g_data_ptr_name = nullptr;
+
+// Reads pointer argument `index`; on failure sets a Python error and returns false.
+bool read_pointer(const Kernel& kernel, PyObject* arg, Py_ssize_t index, void** out) {
+  if (PyLong_Check(arg)) {
+    *out = PyLong_AsVoidPtr(arg);
+    return !(*out == nullptr && PyErr_Occurred());
+  }
+  PyObject* address = PyObject_CallMethodNoArgs(arg, g_data_ptr_name);
+  if (address == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError,
+                 "kernel '%s': argument %zd must be a pointer, i.e. an int address or an object "
+                 "with a data_ptr() method such as a torch.Tensor; got '%s'",
+                 kernel.name.c_str(), index, Py_TYPE(arg)->tp_name);
+    return false;
+  }
+  if (!PyLong_Check(address)) {
+    PyErr_Format(PyExc_TypeError, "kernel '%s': argument %zd: data_ptr() returned '%s', not an int",
+                 kernel.name.c_str(), index, Py_TYPE(address)->tp_name);
+    Py_DECREF(address);
+    return false;
+  }
+  *out = PyLong_AsVoidPtr(address);
+  Py_DECREF(address);
+  return !(*out == nullptr && PyErr_Occurred());
+}
+
+// Reads int argument `index`; on failure sets a Python error and returns false.
+bool read_int(const Kernel& kernel, PyObject* arg, Py_ssize_t index, int64_t* out) {
+  if (!PyLong_Check(arg) && !PyIndex_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "kernel '%s': argument %zd must be an int; got '%s'",
+                 kernel.name.c_str(), index, Py_TYPE(arg)->tp_name);
+    return false;
+  }
+  long long value = PyLong_AsLongLong(arg);  // uses __index__ for int-like objects
+  if (value == -1 && PyErr_Occurred()) return false;
+  *out = int64_t(value);
+  return true;
+}
+
+// Kernel.__call__ as a tp_call slot: converts the arguments into the two arrays the kernel takes
+// and runs it with the GIL released.
+PyObject* kernel_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  const Kernel& kernel = *nb::inst_ptr<Kernel>(self);
+  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_Format(PyExc_TypeError, "kernel '%s' takes positional arguments only",
+                 kernel.name.c_str());
+    return nullptr;
+  }
+  const Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  if (nargs != kernel.num_ptrs + kernel.num_ints) {
+    PyErr_Format(PyExc_TypeError,
+                 "kernel '%s' expects %zd arguments (%zd pointers, then %zd ints); got %zd",
+                 kernel.name.c_str(), kernel.num_ptrs + kernel.num_ints, kernel.num_ptrs,
+                 kernel.num_ints, nargs);
+    return nullptr;
+  }
+
+  void* ptr_stack[kStackArgs];
+  int64_t int_stack[kStackArgs];
+  std::unique_ptr<void*[]> ptr_heap;
+  std::unique_ptr<int64_t[]> int_heap;
+  void** ptrs = ptr_stack;
+  int64_t* ints = int_stack;
+  if (kernel.num_ptrs > kStackArgs) {
+    ptr_heap.reset(new void*[size_t(kernel.num_ptrs)]);
+    ptrs = ptr_heap.get();
+  }
+  if (kernel.num_ints > kStackArgs) {
+    int_heap.reset(new int64_t[size_t(kernel.num_ints)]);
+    ints = int_heap.get();
+  }
+
+  for (Py_ssize_t i = 0; i < kernel.num_ptrs; ++i) {
+    if (!read_pointer(kernel, PyTuple_GET_ITEM(args, i), i, &ptrs[i])) return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < kernel.num_ints; ++i) {
+    Py_ssize_t index = kernel.num_ptrs + i;
+    if (!read_int(kernel, PyTuple_GET_ITEM(args, index), index, &ints[i])) return nullptr;
+  }
+
+  // The caller's argument tuple keeps the tensors alive while the GIL is released.
+  PyThreadState* thread_state = PyEval_SaveThread();
+  kernel.fn(ptrs, ints);
+  PyEval_RestoreThread(thread_state);
+  Py_RETURN_NONE;
+}
+
+PyType_Slot kernel_slots[] = {
+    {Py_tp_call, reinterpret_cast<void*>(kernel_call)},
+    {0, nullptr},
+};
+
+nb::dict build(const std::string& source, const std::string& cache_dir, const std::string& compiler,
+               const std::optional<std::vector<std::string>>& flags, bool inject_build_failure) {
+  BuildOptions opts;
+  opts.cache_dir = cache_dir;
+  opts.compiler = compiler;
+  if (flags) opts.flags = *flags;
+  opts.inject_build_failure = inject_build_failure;
+  BuildResult result;
+  {
+    nb::gil_scoped_release release;
+    result = coil::runtime::build_shared_library(source, opts);
+  }
+  nb::dict out;
+  out["so_path"] = result.so_path;
+  out["source_path"] = result.source_path;
+  out["cache_hit"] = result.cache_hit;
+  out["seconds"] = result.seconds;
+  return out;
+}
+
+Kernel make_kernel(const KernelLibrary& self, const std::string& name, Py_ssize_t num_ptrs,
+                   Py_ssize_t num_ints) {
+  if (num_ptrs < 0 || num_ints < 0) {
+    throw nb::value_error(("kernel '" + name + "': num_ptrs and num_ints must be >= 0; got " +
+                           std::to_string(num_ptrs) + " and " + std::to_string(num_ints))
+                              .c_str());
+  }
+  Kernel kernel;
+  kernel.fn = reinterpret_cast<KernelFn>(self.library->symbol(name));
+  kernel.num_ptrs = num_ptrs;
+  kernel.num_ints = num_ints;
+  kernel.name = name;
+  kernel.library = self.library;
+  return kernel;
+}
+
+}  // namespace
+
+void bind_runtime(nb::module_& m) {
+  g_data_ptr_name = PyUnicode_InternFromString("data_ptr");
+
+  nb::exception<coil::runtime::BuildError>(m, "BuildError", PyExc_RuntimeError);
+
+  m.def("build_shared_library", &build, nb::arg("source"), nb::arg("cache_dir"),
+        nb::arg("compiler") = "g++", nb::arg("flags") = nb::none(),
+        nb::arg("inject_build_failure") = false,
+        "Build C++ kernel source into a shared library through the on-disk cache.");
+
+  nb::class_<Kernel>(m, "Kernel", nb::type_slots(kernel_slots),
+                     "A kernel from a KernelLibrary; call it with its pointer then int arguments.")
+      .def_prop_ro("name", [](const Kernel& k) { return k.name; })
+      .def_prop_ro("num_ptrs", [](const Kernel& k) { return k.num_ptrs; })
+      .def_prop_ro("num_ints", [](const Kernel& k) { return k.num_ints; })
+      .def("__repr__", [](const Kernel& k) {
+        return "<coil Kernel '" + k.name + "' (" + std::to_string(k.num_ptrs) + " pointers, " +
+               std::to_string(k.num_ints) + " ints) from " + k.library->path() + ">";
+      });
+
+  nb::class_<KernelLibrary>(m, "KernelLibrary", "A loaded kernel shared library.")
+      .def(
+          "__init__",
+          [](KernelLibrary* self, const std::string& so_path) {
+            new (self) KernelLibrary{Library::load(so_path)};
+          },
+          nb::arg("so_path"))
+      .def_prop_ro("path", [](const KernelLibrary& lib) { return lib.library->path(); })
+      .def("kernel", &make_kernel, nb::arg("name"), nb::arg("num_ptrs"), nb::arg("num_ints"),
+           "The kernel `extern \"C\" void name(void* const* ptrs, const int64_t* ints)`.");
+}

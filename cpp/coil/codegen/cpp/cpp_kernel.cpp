@@ -1,0 +1,477 @@
+#include "coil/codegen/cpp/cpp_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace coil::codegen {
+
+using graph::DType;
+using ir::Op;
+using ir::Value;
+using sym::Expr;
+
+namespace {
+
+// Kernels with less work than this run on one thread: starting OpenMP workers costs microseconds.
+constexpr int64_t kParallelMinElements = 32768;
+// Kernel names list at most this many op names.
+constexpr size_t kMaxNameOps = 10;
+
+std::string ctype(DType d) { return graph::dtype_cpp_type(d); }
+
+std::string float_literal(double v, DType d) {
+  std::string t = d == DType::Float64 ? "double" : "float";
+  if (std::isnan(v)) return "std::numeric_limits<" + t + ">::quiet_NaN()";
+  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+  std::ostringstream s;
+  s << std::setprecision(d == DType::Float64 ? 17 : 9) << v;
+  std::string text = s.str();
+  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+  if (d != DType::Float64) text += "f";
+  return text;
+}
+
+std::string constant_text(Value v) {
+  DType d = v.dtype();
+  switch (d) {
+    case DType::Bool: return v->ivalue ? "true" : "false";
+    case DType::Float32:
+    case DType::Float64: return float_literal(v->fvalue, d);
+    case DType::BFloat16:
+    case DType::Float16: return "static_cast<" + ctype(d) + ">(" + float_literal(v->fvalue, DType::Float32) + ")";
+    case DType::Int64:
+      if (v->ivalue == INT64_MIN) return "std::numeric_limits<int64_t>::min()";
+      return "static_cast<int64_t>(" + std::to_string(v->ivalue) + "LL)";
+    default: return "static_cast<" + ctype(d) + ">(" + std::to_string(v->ivalue) + ")";
+  }
+}
+
+std::string unary_text(Op op, const std::string& a, DType d) {
+  bool is_float = graph::is_floating(d);
+  switch (op) {
+    case Op::Neg: return "(-" + a + ")";
+    case Op::Abs: return "std::abs(" + a + ")";
+    case Op::Exp: return "std::exp(" + a + ")";
+    case Op::Exp2: return "std::exp2(" + a + ")";
+    case Op::Log: return "std::log(" + a + ")";
+    case Op::Log2: return "std::log2(" + a + ")";
+    case Op::Log1p: return "std::log1p(" + a + ")";
+    case Op::Expm1: return "std::expm1(" + a + ")";
+    case Op::Sqrt: return "std::sqrt(" + a + ")";
+    case Op::Rsqrt: return "(" + ctype(d) + "(1) / std::sqrt(" + a + "))";
+    case Op::Sin: return "std::sin(" + a + ")";
+    case Op::Cos: return "std::cos(" + a + ")";
+    case Op::Tan: return "std::tan(" + a + ")";
+    case Op::Asin: return "std::asin(" + a + ")";
+    case Op::Acos: return "std::acos(" + a + ")";
+    case Op::Atan: return "std::atan(" + a + ")";
+    case Op::Sinh: return "std::sinh(" + a + ")";
+    case Op::Cosh: return "std::cosh(" + a + ")";
+    case Op::Tanh: return "std::tanh(" + a + ")";
+    case Op::Sigmoid: return "coil_sigmoid(" + a + ")";
+    case Op::Erf: return "std::erf(" + a + ")";
+    case Op::Floor: return is_float ? "std::floor(" + a + ")" : a;
+    case Op::Ceil: return is_float ? "std::ceil(" + a + ")" : a;
+    case Op::Round: return is_float ? "std::nearbyint(" + a + ")" : a;
+    case Op::Trunc: return is_float ? "std::trunc(" + a + ")" : a;
+    case Op::Reciprocal: return "(" + ctype(d) + "(1) / " + a + ")";
+    case Op::Sign: return "coil_sign(" + a + ")";
+    case Op::IsNan: return "coil_isnan(" + a + ")";
+    case Op::IsInf: return "coil_isinf(" + a + ")";
+    case Op::LogicalNot: return "(!" + a + ")";
+    case Op::BitwiseNot: return "(~" + a + ")";
+    default: throw std::logic_error(std::string("cpp codegen: not a unary op: ") + ir::op_name(op));
+  }
+}
+
+std::string binary_text(Op op, const std::string& a, const std::string& b, DType operand) {
+  std::string t = ctype(operand);
+  switch (op) {
+    case Op::Add: return "(" + a + " + " + b + ")";
+    case Op::Sub: return "(" + a + " - " + b + ")";
+    case Op::Mul: return "(" + a + " * " + b + ")";
+    case Op::Div: return "(" + a + " / " + b + ")";
+    case Op::FloorDiv: return "coil_floordiv_t<" + t + ">(" + a + ", " + b + ")";
+    case Op::TruncDiv: return "coil_truncdiv<" + t + ">(" + a + ", " + b + ")";
+    case Op::Remainder: return "coil_remainder<" + t + ">(" + a + ", " + b + ")";
+    case Op::Fmod: return "coil_fmod<" + t + ">(" + a + ", " + b + ")";
+    case Op::Pow: return "coil_pow<" + t + ">(" + a + ", " + b + ")";
+    case Op::Atan2: return "std::atan2(" + a + ", " + b + ")";
+    case Op::Maximum: return "coil_max<" + t + ">(" + a + ", " + b + ")";
+    case Op::Minimum: return "coil_min<" + t + ">(" + a + ", " + b + ")";
+    case Op::Lt: return "(" + a + " < " + b + ")";
+    case Op::Le: return "(" + a + " <= " + b + ")";
+    case Op::Gt: return "(" + a + " > " + b + ")";
+    case Op::Ge: return "(" + a + " >= " + b + ")";
+    case Op::Eq: return "(" + a + " == " + b + ")";
+    case Op::Ne: return "(" + a + " != " + b + ")";
+    case Op::LogicalAnd: return "(" + a + " && " + b + ")";
+    case Op::LogicalOr: return "(" + a + " || " + b + ")";
+    case Op::LogicalXor: return "(" + a + " != " + b + ")";
+    case Op::BitwiseAnd: return "(" + a + " & " + b + ")";
+    case Op::BitwiseOr: return "(" + a + " | " + b + ")";
+    case Op::BitwiseXor: return "(" + a + " ^ " + b + ")";
+    default: throw std::logic_error(std::string("cpp codegen: not a binary op: ") + ir::op_name(op));
+  }
+}
+
+std::string reduction_identity(ir::ReductionType t, DType d) {
+  std::string ty = ctype(d);
+  bool is_float = graph::is_floating(d);
+  switch (t) {
+    case ir::ReductionType::Sum: return ty + "(0)";
+    case ir::ReductionType::Prod: return ty + "(1)";
+    case ir::ReductionType::Max:
+    case ir::ReductionType::ArgMax:
+      return is_float ? "-std::numeric_limits<" + ty + ">::infinity()" : "std::numeric_limits<" + ty + ">::lowest()";
+    case ir::ReductionType::Min:
+    case ir::ReductionType::ArgMin:
+      return is_float ? "std::numeric_limits<" + ty + ">::infinity()" : "std::numeric_limits<" + ty + ">::max()";
+    case ir::ReductionType::Any: return "false";
+    case ir::ReductionType::All: return "true";
+  }
+  return "";
+}
+
+class Emitter {
+ public:
+  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k)
+      : prog_(prog), s_(s), k_(k), env_(k.range_env()) {}
+
+  KernelSource render(const std::string& name) {
+    KernelSource src;
+    src.name = name;
+    collect_args();
+    std::ostringstream body;
+    out_ = &body;
+    render_loops();
+    std::ostringstream code;
+    code << header_comment(name);
+    code << "extern \"C\" void " << name << "(void* const* ptrs, const int64_t* ints) {\n";
+    code << "  (void)ints;\n";
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const ir::Buffer& b = prog_.buffer(args_[i].buffer);
+      std::string t = ctype(b.layout.dtype);
+      code << "  " << (args_[i].written ? "" : "const ") << t << "* __restrict__ " << ptr_[args_[i].buffer] << " = static_cast<"
+           << (args_[i].written ? "" : "const ") << t << "*>(ptrs[" << i << "]);  // " << args_[i].buffer << "\n";
+    }
+    code << body.str();
+    code << "}\n";
+    src.code = code.str();
+    src.args = args_;
+    std::set<std::string> origins;
+    for (const sched::Member& m : k_.members) origins.insert(prog_.buffers[m.buffer].origins.begin(), prog_.buffers[m.buffer].origins.end());
+    src.origins.assign(origins.begin(), origins.end());
+    return src;
+  }
+
+ private:
+  bool stored(const std::string& buf) const {
+    auto it = s_.buffers.find(buf);
+    return it == s_.buffers.end() || it->second.stored;
+  }
+
+  const sched::Member* member_of(const std::string& buf) const {
+    for (const sched::Member& m : k_.members) {
+      if (prog_.buffers[m.buffer].name == buf) return &m;
+    }
+    return nullptr;
+  }
+
+  void collect_args() {
+    std::vector<std::string> reads, writes;
+    for (const sched::Member& m : k_.members) {
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      for (const sched::Access& a : sched::buffer_reads(b)) {
+        const sched::Member* producer = member_of(a.buffer);
+        // A value made in this kernel is read from memory only when it was stored in an earlier
+        // stage (inner values are not visible across loops).
+        if (producer && !(producer->inner && producer->stage != m.stage && stored(a.buffer))) continue;
+        if (std::find(reads.begin(), reads.end(), a.buffer) == reads.end()) reads.push_back(a.buffer);
+      }
+      if (stored(b.name)) writes.push_back(b.name);
+    }
+    int in = 0, out = 0;
+    for (const std::string& r : reads) {
+      if (std::find(writes.begin(), writes.end(), r) != writes.end()) continue;
+      args_.push_back({r, false});
+      ptr_[r] = "in_ptr" + std::to_string(in++);
+    }
+    for (const std::string& w : writes) {
+      args_.push_back({w, true});
+      ptr_[w] = "out_ptr" + std::to_string(out++);
+    }
+  }
+
+  std::string header_comment(const std::string& name) const {
+    std::ostringstream c;
+    c << "// " << name << "\n";
+    std::set<std::string> origins;
+    for (const sched::Member& m : k_.members) origins.insert(prog_.buffers[m.buffer].origins.begin(), prog_.buffers[m.buffer].origins.end());
+    c << "// graph nodes:";
+    for (const auto& o : origins) {
+      auto t = prog_.node_targets.find(o);
+      c << " " << o << (t != prog_.node_targets.end() ? " (" + t->second + ")" : "");
+    }
+    c << "\n";
+    std::set<std::string> lines;
+    for (const auto& o : origins) {
+      auto st = prog_.stack_traces.find(o);
+      if (st == prog_.stack_traces.end()) continue;
+      // The last non-empty line of a stack trace is the user's line of code.
+      std::istringstream in(st->second);
+      std::string line, last;
+      while (std::getline(in, line)) {
+        if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+      }
+      if (!last.empty()) lines.insert(last.substr(last.find_first_not_of(" \t")));
+    }
+    for (const auto& l : lines) c << "// source: " << l << "\n";
+    c << "// buffers:";
+    for (const sched::Member& m : k_.members) {
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      c << " " << b.name << (stored(b.name) ? "" : "(local)");
+    }
+    c << "\n";
+    for (const auto& d : k_.decisions) c << "// decision: " << d << "\n";
+    if (k_.has_reduction()) c << "// decision: reduction looped over r inside each x point (CPU)\n";
+    return c.str();
+  }
+
+  void line(const std::string& text) { *out_ << std::string(indent_ * 2, ' ') << text << "\n"; }
+
+  std::string index_text(const std::string& buf, const Expr& idx) {
+    const ir::Buffer& b = prog_.buffer(buf);
+    // Pointers are tensor data pointers: indices are relative to the layout's storage offset.
+    return sym::to_cpp(sym::simplify(idx - b.layout.offset, env_), env_);
+  }
+
+  // Emits statements computing v (already in kernel variables); returns the C++ expression.
+  std::string value(Value root) {
+    for (const Value& v : ir::topo_order({root})) {
+      if (lookup(v)) continue;
+      std::string text;
+      switch (v.op()) {
+        case Op::Constant: memo_.back()[v.get()] = constant_text(v); continue;
+        case Op::IndexExpr:
+          text = "static_cast<" + ctype(v.dtype()) + ">(" + sym::to_cpp(sym::simplify(v->index, env_), env_) + ")";
+          break;
+        case Op::Load: {
+          auto avail = available_.find(v->buffer);
+          if (avail != available_.end()) {
+            memo_.back()[v.get()] = avail->second;
+            continue;
+          }
+          std::string load = ptr_.at(v->buffer) + "[" + index_text(v->buffer, v->index) + "]";
+          text = v->args.empty() ? load : "(" + *lookup(v->args[0]) + " ? " + load + " : static_cast<" + ctype(v.dtype()) + ">(0))";
+          break;
+        }
+        case Op::Cast: text = "static_cast<" + ctype(v.dtype()) + ">(" + *lookup(v->args[0]) + ")"; break;
+        case Op::Where:
+          text = "(" + *lookup(v->args[0]) + " ? " + *lookup(v->args[1]) + " : " + *lookup(v->args[2]) + ")";
+          break;
+        default:
+          if (v->args.size() == 1) {
+            text = unary_text(v.op(), *lookup(v->args[0]), v.dtype());
+          } else {
+            text = binary_text(v.op(), *lookup(v->args[0]), *lookup(v->args[1]), v->args[0].dtype());
+          }
+      }
+      std::string name = "tmp" + std::to_string(next_tmp_++);
+      line(ctype(v.dtype()) + " " + name + " = " + text + ";");
+      memo_.back()[v.get()] = name;
+    }
+    return *lookup(root);
+  }
+
+  const std::string* lookup(Value v) const {
+    for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
+      auto f = it->find(v.get());
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  Value kernel_body(const sched::Member& m) const { return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map); }
+
+  void store(const ir::Buffer& b, const sched::Member& m, const std::string& val) {
+    if (!stored(b.name)) return;
+    Expr idx = sym::substitute(b.write_index(), m.var_map);
+    line(ptr_.at(b.name) + "[" + index_text(b.name, idx) + "] = " + val + ";");
+  }
+
+  void emit_pointwise(const sched::Member& m) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    std::string val = value(kernel_body(m));
+    std::string var = "v_" + b.name;
+    line(ctype(b.layout.dtype) + " " + var + " = " + val + ";");
+    available_[b.name] = var;
+    store(b, m, var);
+  }
+
+  void render_stage(const sched::Stage& stage) {
+    if (!stage.inner) {
+      for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+      return;
+    }
+    // Accumulators for the reductions of this loop.
+    std::vector<const sched::Member*> reductions;
+    bool all_sums = true;
+    for (int mi : stage.members) {
+      const sched::Member& m = k_.members[mi];
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      if (!b.is_reduction()) continue;
+      reductions.push_back(&m);
+      DType acc = b.body.dtype();
+      line(ctype(acc) + " acc_" + b.name + " = " + reduction_identity(*b.reduction, acc) + ";");
+      if (*b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin) {
+        line("int64_t acci_" + b.name + " = 0;");
+      }
+      all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
+    }
+    std::vector<std::string> inner_names;
+    for (size_t j = 0; j < k_.rsizes.size(); ++j) {
+      std::string r = "r" + std::to_string(j);
+      if (j + 1 == k_.rsizes.size() && all_sums && !reductions.empty()) {
+        std::string list;
+        for (const auto* m : reductions) list += (list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
+        line("#pragma omp simd reduction(+:" + list + ")");
+      }
+      line("for (int64_t " + r + " = 0; " + r + " < " + sym::to_cpp(k_.rsizes[j], env_) + "; ++" + r + ") {");
+      ++indent_;
+    }
+    memo_.emplace_back();
+    std::map<std::string, std::string> saved_available = available_;
+    for (int mi : stage.members) {
+      const sched::Member& m = k_.members[mi];
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      if (!b.is_reduction()) {
+        emit_pointwise(m);
+        continue;
+      }
+      std::string val = value(kernel_body(m));
+      std::string acc = "acc_" + b.name;
+      DType t = b.body.dtype();
+      switch (*b.reduction) {
+        case ir::ReductionType::Sum: line(acc + " = " + acc + " + " + val + ";"); break;
+        case ir::ReductionType::Prod: line(acc + " = " + acc + " * " + val + ";"); break;
+        case ir::ReductionType::Max: line(acc + " = coil_max<" + ctype(t) + ">(" + acc + ", " + val + ");"); break;
+        case ir::ReductionType::Min: line(acc + " = coil_min<" + ctype(t) + ">(" + acc + ", " + val + ");"); break;
+        case ir::ReductionType::Any: line(acc + " = " + acc + " || " + val + ";"); break;
+        case ir::ReductionType::All: line(acc + " = " + acc + " && " + val + ";"); break;
+        case ir::ReductionType::ArgMax:
+        case ir::ReductionType::ArgMin: {
+          // The row-major position within this buffer's own reduction ranges.
+          Expr pos = 0;
+          for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
+            pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
+          }
+          std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
+          line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc + "))) {");
+          line("  " + acc + " = " + val + ";");
+          line("  acci_" + b.name + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) + ";");
+          line("}");
+          break;
+        }
+      }
+    }
+    memo_.pop_back();
+    available_ = saved_available;
+    for (size_t j = 0; j < k_.rsizes.size(); ++j) {
+      --indent_;
+      line("}");
+    }
+    // Results of the loop: one value per x point.
+    for (const sched::Member* m : reductions) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      bool arg = *b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin;
+      std::string src = arg ? "acci_" + b.name : "acc_" + b.name;
+      std::string var = "v_" + b.name;
+      line(ctype(b.layout.dtype) + " " + var + " = static_cast<" + ctype(b.layout.dtype) + ">(" + src + ");");
+      available_[b.name] = var;
+      store(b, *m, var);
+    }
+  }
+
+  void render_loops() {
+    indent_ = 1;
+    Expr work = 1;
+    for (const Expr& e : k_.xsizes) work = work * e;
+    for (const Expr& e : k_.rsizes) work = work * e;
+    auto w = work.as_int();
+    bool parallel = !k_.xsizes.empty() && (!w || *w >= kParallelMinElements);
+    size_t nx = k_.xsizes.size();
+    bool pointwise = !k_.has_reduction();
+    for (size_t i = 0; i < nx; ++i) {
+      if (i == 0 && parallel) {
+        size_t collapse = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
+        std::string pragma = "#pragma omp parallel for";
+        if (pointwise && nx == 1) pragma += " simd";
+        if (collapse > 1) pragma += " collapse(" + std::to_string(collapse) + ")";
+        line(pragma);
+      } else if (i + 1 == nx && pointwise && nx > 1) {
+        line("#pragma omp simd");
+      }
+      std::string x = "x" + std::to_string(i);
+      line("for (int64_t " + x + " = 0; " + x + " < " + sym::to_cpp(k_.xsizes[i], env_) + "; ++" + x + ") {");
+      ++indent_;
+    }
+    memo_.emplace_back();
+    for (const sched::Stage& stage : k_.stages) render_stage(stage);
+    memo_.pop_back();
+    for (size_t i = 0; i < nx; ++i) {
+      --indent_;
+      line("}");
+    }
+  }
+
+  const ir::Program& prog_;
+  const sched::Schedule& s_;
+  const sched::Kernel& k_;
+  sym::RangeEnv env_;
+  std::ostringstream* out_ = nullptr;
+  int indent_ = 1;
+  int next_tmp_ = 0;
+  std::vector<KernelArg> args_;
+  std::map<std::string, std::string> ptr_;
+  std::map<std::string, std::string> available_;  // buffer -> variable holding its value here
+  std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
+};
+
+}  // namespace
+
+std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix, int n) {
+  std::set<std::string> ops;
+  for (const sched::Member& m : k.members) {
+    for (const std::string& o : prog.buffers[m.buffer].origins) {
+      auto t = prog.node_targets.find(o);
+      if (t == prog.node_targets.end() || t->second.empty()) continue;
+      // "aten._softmax.default" -> "_softmax"
+      std::string target = t->second;
+      size_t a = target.find('.');
+      size_t b = target.rfind('.');
+      std::string op = (a != std::string::npos && b > a) ? target.substr(a + 1, b - a - 1) : target;
+      ops.insert(op);
+    }
+  }
+  std::string name = prefix + "_fused";
+  size_t count = 0;
+  for (const std::string& op : ops) {
+    if (count++ == kMaxNameOps) break;
+    name += "_" + op;
+  }
+  return name + "_" + std::to_string(n);
+}
+
+KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k,
+                               const std::string& name) {
+  Emitter e(prog, s, k);
+  return e.render(name);
+}
+
+}  // namespace coil::codegen

@@ -1,0 +1,39 @@
+// C++ kernel codegen: renders one scheduled kernel as an `extern "C"` C++ function.
+//
+// Signature of every kernel: void name(void* const* ptrs, const int64_t* ints). ptrs holds the
+// data pointers (tensor.data_ptr(), so indices are relative to each tensor's storage offset) of
+// the buffers the kernel reads and stores, in the order of KernelSource::args. The outer (x)
+// loops run in parallel under OpenMP when there is enough work; reductions accumulate in the
+// opmath type (float32 for bfloat16/float16) inside the r loops; the innermost loop walks memory
+// contiguously where the loop order allows, so the compiler can vectorize it.
+//
+// Tests: tests/cpp/codegen/ (generated text), tests/python (numerics).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coil/ir/program.h"
+#include "coil/sched/schedule.h"
+
+namespace coil::codegen {
+
+struct KernelArg {
+  std::string buffer;
+  bool written = false;
+};
+
+struct KernelSource {
+  std::string name;
+  std::string code;  // the function (header comment included), without the prelude
+  std::vector<KernelArg> args;
+  std::vector<std::string> origins;  // graph nodes, sorted
+};
+
+// A descriptive, deterministic kernel name: <prefix>_fused_<ops>_<n>, ops from the origins.
+std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix, int n);
+
+KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k,
+                               const std::string& name);
+
+}  // namespace coil::codegen

@@ -1,0 +1,25 @@
+// The wrapper: one readable Python module per compiled graph (output_code.py).
+//
+// It embeds the kernel source, loads it through coil's build cache, and defines call(args): take
+// the inputs (boxed: the list is cleared so inputs can be freed early), allocate buffers, launch
+// kernels, call extern ops through torch, free or reuse buffers after their last use, and return
+// the outputs. Run as a script, it times call() on random inputs of the graph's shapes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/ir/program.h"
+#include "coil/sched/schedule.h"
+
+namespace coil::codegen {
+
+std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule& s,
+                                  const std::vector<KernelSource>& kernels, const std::string& kernel_file_source,
+                                  const std::string& title);
+
+// A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`.
+std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text);
+
+}  // namespace coil::codegen

@@ -1,0 +1,77 @@
+#include "coil/compile.h"
+
+#include <chrono>
+
+#include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/codegen/cpp/prelude.h"
+#include "coil/codegen/wrapper/python_wrapper.h"
+#include "coil/debug/debug_dir.h"
+#include "coil/graph/serialize.h"
+#include "coil/lower/lowering.h"
+#include "coil/sched/schedule.h"
+
+namespace coil {
+
+namespace {
+
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double& slot) : slot_(slot), start_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() { slot_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  double& slot_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
+  CompileResult r;
+  r.artifacts["graph.txt"] = g.to_text();
+  r.artifacts["graph.json"] = graph::to_json(g);
+
+  ir::Program prog;
+  {
+    PhaseTimer t(r.seconds["lower"]);
+    prog = lower::lower_graph(g);
+  }
+  r.artifacts["ir_pre_fusion.txt"] = prog.to_text();
+
+  sched::Schedule schedule;
+  {
+    PhaseTimer t(r.seconds["schedule"]);
+    schedule = sched::schedule_program(prog);
+  }
+  r.artifacts["ir_post_fusion.txt"] = schedule.post_fusion_text(prog);
+  r.artifacts["fusion.txt"] = schedule.fusion_text(prog);
+  r.artifacts["schedule.txt"] = schedule.schedule_text(prog);
+
+  {
+    PhaseTimer t(r.seconds["codegen"]);
+    std::vector<codegen::KernelSource> kernels;
+    for (const sched::Kernel& k : schedule.kernels) {
+      std::string name = codegen::kernel_name(prog, k, "cpp", k.id);
+      kernels.push_back(codegen::render_cpp_kernel(prog, schedule, k, name));
+    }
+    std::string source = codegen::cpp::kPrelude;
+    for (const codegen::KernelSource& k : kernels) {
+      source += "\n" + k.code;
+      r.kernel_names.push_back(k.name);
+      r.artifacts[k.name + ".cpp"] = k.code;
+    }
+    r.kernel_source = kernels.empty() ? "" : source;
+    r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source, opts.title);
+    r.artifacts["output_code.py"] = r.output_code;
+    if (!kernels.empty()) r.artifacts["kernels.cpp"] = r.kernel_source;
+    r.artifacts["provenance.json"] = debug::provenance_json(prog, kernels);
+  }
+  r.fallback_ops = prog.fallback_ops;
+  for (const ir::ExternCall& e : prog.externs) {
+    if (!e.is_fallback) r.extern_ops.push_back(e.op);
+  }
+  if (!opts.debug_dir.empty()) debug::write_debug_dir(opts.debug_dir, r.artifacts);
+  return r;
+}
+
+}  // namespace coil

@@ -1,0 +1,151 @@
+// The FX-like text form of graph.h: Graph::to_text, meta_to_text, arg_to_text.
+#include "coil/graph/graph.h"
+
+#include "coil/graph/json.h"
+
+namespace coil::graph {
+
+namespace {
+
+const char* dtype_tag(DType d) {
+  switch (d) {
+    case DType::Bool: return "b8";
+    case DType::UInt8: return "u8";
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
+    case DType::Float16: return "f16";
+    case DType::BFloat16: return "bf16";
+    case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
+  }
+  return "?";
+}
+
+std::string join_exprs(const std::vector<sym::Expr>& es) {
+  std::string out;
+  for (size_t i = 0; i < es.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += es[i].str();
+  }
+  return out;
+}
+
+// A Python-style single-quoted string literal.
+std::string quote(const std::string& s) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "'";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '\'': out += "\\'"; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      default: break;
+    }
+    if (c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+      continue;
+    }
+    out += char(c);
+  }
+  return out + "'";
+}
+
+std::string type_text(const Node& n) {
+  if (n.meta.size() == 1) return meta_to_text(n.meta[0]);
+  if (n.meta.empty()) return n.scalar_type;
+  std::string out = "(";
+  for (size_t i = 0; i < n.meta.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += meta_to_text(n.meta[i]);
+  }
+  return out + ")";
+}
+
+std::string call_text(const Node& n, const Graph& g) {
+  std::string out = n.target + "(";
+  bool first = true;
+  for (const Arg& a : n.args) {
+    if (!first) out += ", ";
+    first = false;
+    out += arg_to_text(a, g);
+  }
+  for (const auto& [key, a] : n.kwargs) {
+    if (!first) out += ", ";
+    first = false;
+    out += key + "=" + arg_to_text(a, g);
+  }
+  return out + ")";
+}
+
+std::string return_text(const Node& n, const Graph& g) {
+  std::string out = "return (";
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += arg_to_text(n.args[i], g);
+  }
+  if (n.args.size() == 1) out += ",";
+  return out + ")";
+}
+
+}  // namespace
+
+std::string meta_to_text(const TensorMeta& m) {
+  std::string out = dtype_tag(m.dtype);
+  out += "[" + join_exprs(m.sizes) + "]{" + join_exprs(m.strides) + "}";
+  if (m.offset != sym::Expr(0)) out += "+" + m.offset.str();
+  if (m.device != "cpu") out += "@" + m.device;
+  return out;
+}
+
+// Lists nest only as deep as the op's schema (list of lists at most), so recursion is shallow.
+std::string arg_to_text(const Arg& a, const Graph& g) {
+  switch (a.kind) {
+    case Arg::Kind::None: return "None";
+    case Arg::Kind::Bool: return a.b ? "True" : "False";
+    case Arg::Kind::Int: return std::to_string(a.i);
+    case Arg::Kind::Float: return format_double(a.f);
+    case Arg::Kind::Str: return quote(a.s);
+    case Arg::Kind::DType: return std::string("torch.") + dtype_name(a.dtype);
+    case Arg::Kind::Enum: return a.s;
+    case Arg::Kind::Sym: return a.sym.str();
+    case Arg::Kind::Node:
+      if (a.node < 0 || size_t(a.node) >= g.nodes().size()) {
+        return "%<invalid node #" + std::to_string(a.node) + ">";
+      }
+      return "%" + g.node(a.node).name;
+    case Arg::Kind::List: {
+      std::string out = "[";
+      for (size_t i = 0; i < a.list.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += arg_to_text(a.list[i], g);
+      }
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+std::string Graph::to_text() const {
+  std::string out;
+  for (const Node& n : nodes_) {
+    if (n.kind == NodeKind::Output) {
+      out += return_text(n, *this) + "\n";
+      continue;
+    }
+    out += "%" + n.name;
+    std::string type = type_text(n);
+    if (!type.empty()) out += " : " + type;
+    out += " = ";
+    out += n.kind == NodeKind::Placeholder ? "placeholder" : call_text(n, *this);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace coil::graph

@@ -1,0 +1,149 @@
+#include "coil/ir/program.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace coil::ir {
+
+Expr index_var(int i) { return Expr::symbol("v" + std::to_string(i)); }
+Expr reduction_var(int j) { return Expr::symbol("u" + std::to_string(j)); }
+
+std::vector<Expr> index_vars(size_t n) {
+  std::vector<Expr> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(index_var(static_cast<int>(i)));
+  return out;
+}
+
+std::vector<Expr> reduction_vars(size_t n) {
+  std::vector<Expr> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(reduction_var(static_cast<int>(i)));
+  return out;
+}
+
+Expr Layout::index(const std::vector<Expr>& idx) const {
+  if (idx.size() != strides.size()) {
+    throw std::logic_error("Layout::index: rank " + std::to_string(strides.size()) + " but " +
+                           std::to_string(idx.size()) + " indices");
+  }
+  Expr e = offset;
+  for (size_t i = 0; i < idx.size(); ++i) e = e + strides[i] * idx[i];
+  return e;
+}
+
+Expr Layout::numel() const {
+  Expr n = 1;
+  for (const Expr& s : sizes) n = n * s;
+  return n;
+}
+
+std::vector<Expr> Layout::contiguous_strides(const std::vector<Expr>& sizes) {
+  std::vector<Expr> strides(sizes.size());
+  Expr running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    // A size-1 (or 0) dimension does not advance the stride, matching torch's contiguous strides.
+    running = sizes[i].as_int() && *sizes[i].as_int() <= 1 ? running : running * sizes[i];
+  }
+  return strides;
+}
+
+const char* reduction_name(ReductionType t) {
+  switch (t) {
+    case ReductionType::Sum: return "sum";
+    case ReductionType::Prod: return "prod";
+    case ReductionType::Max: return "max";
+    case ReductionType::Min: return "min";
+    case ReductionType::ArgMax: return "argmax";
+    case ReductionType::ArgMin: return "argmin";
+    case ReductionType::Any: return "any";
+    case ReductionType::All: return "all";
+  }
+  return "?";
+}
+
+Expr Buffer::write_index() const { return layout.index(index_vars(ranges.size())); }
+
+const Buffer& Program::buffer(const std::string& name) const {
+  int i = buffer_index(name);
+  if (i < 0) throw std::logic_error("Program: no buffer named " + name);
+  return buffers[i];
+}
+
+Buffer& Program::buffer(const std::string& name) {
+  int i = buffer_index(name);
+  if (i < 0) throw std::logic_error("Program: no buffer named " + name);
+  return buffers[i];
+}
+
+int Program::buffer_index(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it != index_.end() && it->second < static_cast<int>(buffers.size()) &&
+      buffers[it->second].name == name) {
+    return it->second;
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void Program::rebuild_index() {
+  index_.clear();
+  for (size_t i = 0; i < buffers.size(); ++i) index_[buffers[i].name] = static_cast<int>(i);
+}
+
+namespace {
+
+std::string exprs_text(const std::vector<Expr>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].str();
+  return s + "]";
+}
+
+std::string origins_text(const std::set<std::string>& origins) {
+  std::string s;
+  for (const auto& o : origins) s += (s.empty() ? "" : ", ") + o;
+  return s;
+}
+
+}  // namespace
+
+std::string Program::to_text() const {
+  std::ostringstream out;
+  for (const Buffer& b : buffers) {
+    out << b.name << ": " << graph::dtype_name(b.layout.dtype) << exprs_text(b.layout.sizes)
+        << " strides=" << exprs_text(b.layout.strides);
+    if (b.layout.offset != Expr(0)) out << " offset=" << b.layout.offset.str();
+    out << (b.layout.fixed ? " fixed" : " flexible");
+    switch (b.kind) {
+      case Buffer::Kind::Input:
+        out << "  (input)\n";
+        continue;
+      case Buffer::Kind::Extern: {
+        const ExternCall& e = externs[b.extern_id];
+        out << "  (" << (e.is_fallback ? "fallback " : "extern ") << e.op << " from " << e.origin << ")\n";
+        continue;
+      }
+      case Buffer::Kind::Computed:
+        break;
+    }
+    out << "  origins: " << origins_text(b.origins) << "\n";
+    if (b.is_reduction()) {
+      out << "  reduction " << reduction_name(*b.reduction) << " ranges=" << exprs_text(b.ranges)
+          << " reduction_ranges=" << exprs_text(b.reduction_ranges) << "\n";
+    } else {
+      out << "  pointwise ranges=" << exprs_text(b.ranges) << "\n";
+    }
+    std::istringstream body(body_to_text({b.body}));
+    for (std::string line; std::getline(body, line);) out << "    " << line << "\n";
+    out << "    store " << b.name << "[" << b.write_index().str() << "]\n";
+  }
+  out << "outputs:";
+  for (const GraphOutput& o : outputs) {
+    out << " " << (o.is_none ? "None" : o.ref.buffer + exprs_text(o.ref.sizes));
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace coil::ir

@@ -1,0 +1,124 @@
+// ir::Program — the loop-level IR of one graph: buffers in topological order.
+//
+// A Buffer is a realized tensor: a graph input, a computation coil generates code for (Pointwise
+// over `ranges`, or Reduction over `ranges` x `reduction_ranges`, described by a scalar body), or
+// the output of an extern call (a library or fallback ATen op run from the wrapper).
+//
+// Index variables: a computed body is a function of v0..v{n-1} (one per entry of `ranges`) and,
+// for reductions, u0..u{m-1} (one per entry of `reduction_ranges`). Every Load in a body names a
+// buffer and an element index into that buffer's storage, offset included.
+//
+// Tests: tests/cpp/ir/.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coil/graph/graph.h"
+#include "coil/ir/scalar.h"
+#include "coil/sym/expr.h"
+
+namespace coil::ir {
+
+using sym::Expr;
+
+// The canonical index variables of buffer bodies.
+Expr index_var(int i);      // v{i}
+Expr reduction_var(int j);  // u{j}
+std::vector<Expr> index_vars(size_t n);
+std::vector<Expr> reduction_vars(size_t n);
+
+struct Layout {
+  DType dtype = DType::Float32;
+  std::string device = "cpu";
+  std::vector<Expr> sizes;
+  std::vector<Expr> strides;
+  Expr offset;
+  // Flexible layouts may still be re-strided by the scheduler; fixed ones (inputs, outputs,
+  // extern results) may not.
+  bool fixed = false;
+
+  // offset + sum(stride[i] * idx[i])
+  Expr index(const std::vector<Expr>& idx) const;
+  Expr numel() const;
+  static std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
+};
+
+enum class ReductionType : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All };
+const char* reduction_name(ReductionType t);
+
+// A view of a realized buffer, as passed to extern calls and returned as graph outputs.
+struct TensorRef {
+  std::string buffer;
+  DType dtype = DType::Float32;
+  std::vector<Expr> sizes;
+  std::vector<Expr> strides;
+  Expr offset;
+};
+
+// A call the wrapper makes into torch: an ATen op (mm, convolution, any op coil cannot lower).
+// Arguments keep the graph's form; an Arg of kind Node refers to tensors[arg.node].
+struct ExternCall {
+  std::string op;  // "aten.mm.default"
+  std::vector<graph::Arg> args;
+  std::vector<std::pair<std::string, graph::Arg>> kwargs;
+  std::vector<TensorRef> tensors;
+  std::vector<std::string> outputs;  // one buffer per tensor the op returns (tuple order)
+  bool returns_tuple = false;
+  bool is_fallback = false;  // true: coil has no lowering; false: a deliberate library call
+  std::string origin;        // the graph node
+};
+
+struct Buffer {
+  enum class Kind : uint8_t { Input, Computed, Extern };
+  std::string name;
+  Kind kind = Kind::Computed;
+  Layout layout;
+
+  // Computed:
+  std::vector<Expr> ranges;
+  std::vector<Expr> reduction_ranges;
+  std::optional<ReductionType> reduction;
+  Value body;  // over v-vars (and u-vars for reductions); for Sum etc. already in the acc dtype
+
+  int extern_id = -1;  // Extern: index into Program::externs
+
+  std::set<std::string> origins;  // graph nodes whose computation this buffer holds
+
+  bool is_reduction() const { return reduction.has_value(); }
+  // The index this buffer's computation writes: layout.index(v0..v{n-1}).
+  Expr write_index() const;
+};
+
+struct GraphOutput {
+  bool is_none = false;
+  TensorRef ref;
+};
+
+struct Program {
+  std::vector<Buffer> buffers;  // topological order
+  std::vector<ExternCall> externs;
+  // One per graph placeholder: the input buffer's name (tensor inputs) or "" (scalar inputs).
+  std::vector<std::string> inputs;
+  std::vector<GraphOutput> outputs;
+  // Graph node name -> its user's source line(s), for provenance comments.
+  std::map<std::string, std::string> stack_traces;
+  // Graph node name -> ATen op it came from.
+  std::map<std::string, std::string> node_targets;
+  std::vector<std::string> fallback_ops;  // ATen ops run through fallback, one per occurrence
+
+  const Buffer& buffer(const std::string& name) const;
+  Buffer& buffer(const std::string& name);
+  int buffer_index(const std::string& name) const;  // -1 when absent
+  void rebuild_index();
+
+  std::string to_text() const;  // ir_pre_fusion.txt
+
+ private:
+  std::map<std::string, int> index_;
+};
+
+}  // namespace coil::ir

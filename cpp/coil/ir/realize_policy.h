@@ -1,0 +1,31 @@
+// When a lazy computation is stored to memory (realized) rather than recomputed in every consumer.
+//
+// Unrealized pointwise computations are inlined into their consumers. That saves a round trip
+// through memory but recomputes the body once per consumer, and makes consumer bodies larger.
+// These thresholds decide when storing is the better trade. They start from TorchInductor's
+// defaults (torch/_inductor/config.py), which were tuned on real models; each says why it exists.
+#pragma once
+
+namespace coil::ir::realize_policy {
+
+// A computation read by several consumers is stored when its body reads more than this many
+// distinct buffers: recomputing it would multiply those reads by the number of consumers.
+inline constexpr int kReuseReadsThreshold = 4;
+
+// ... or when its body has more than this many ops: recomputation cost outgrows the saved store.
+inline constexpr int kReuseOpsThreshold = 30;
+
+// A pointwise body that has accumulated more than this many distinct buffer reads through
+// inlining is stored even with one consumer: kernels with many input streams lose cache and
+// register locality, and further inlining would only grow the read set.
+inline constexpr int kAccumulatedReadsThreshold = 8;
+
+// Any body beyond this many ops is stored, whatever its users: it bounds the size of every body
+// (and so the work of each later pass) no matter how long a chain of pointwise ops is.
+inline constexpr int kMaxOpsThreshold = 100;
+
+// Reductions over fewer elements than this are unrolled into a pointwise body (a sum of a few
+// loads) so they can fuse like any pointwise op.
+inline constexpr int kUnrollReductionThreshold = 8;
+
+}  // namespace coil::ir::realize_policy

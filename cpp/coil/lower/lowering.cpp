@@ -1,0 +1,403 @@
+#include "coil/lower/lowering.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "coil/ir/realize_policy.h"
+
+namespace coil::lower {
+
+Expr TensorBox::numel() const {
+  Expr n = 1;
+  for (const Expr& s : sizes) n = n * s;
+  return n;
+}
+
+Value TensorBox::load(const std::vector<Expr>& idx) const {
+  if (idx.size() != sizes.size()) {
+    throw std::logic_error("TensorBox::load: rank " + std::to_string(sizes.size()) + " but " +
+                           std::to_string(idx.size()) + " indices");
+  }
+  sym::ExprMap repl;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    Expr v = ir::index_var(static_cast<int>(i));
+    if (idx[i] != v) repl[v] = idx[i];
+  }
+  // Variables beyond the rank must not leak in from the caller's index: the body only mentions
+  // v0..v{rank-1}, and the caller's idx may itself mention any variables.
+  if (repl.empty()) return body;
+  return ir::substitute_indices(body, repl);
+}
+
+std::optional<ir::TensorRef> as_strided_view(const TensorBox& box) {
+  if (!box.body || box.body.op() != ir::Op::Load || !box.body->args.empty()) return std::nullopt;
+  if (box.body.dtype() != box.dtype) return std::nullopt;
+  auto affine = sym::as_affine(box.body->index, ir::index_vars(box.rank()));
+  if (!affine) return std::nullopt;
+  ir::TensorRef ref;
+  ref.buffer = box.body->buffer;
+  ref.dtype = box.dtype;
+  ref.sizes = box.sizes;
+  ref.strides = affine->coeffs;
+  ref.offset = affine->constant;
+  return ref;
+}
+
+namespace {
+
+int category(DType d) {
+  if (d == DType::Bool) return 0;
+  if (graph::is_floating(d)) return 2;
+  return 1;
+}
+
+// torch.promote_types for the dtypes coil handles.
+DType promote_pair(DType a, DType b) {
+  if (a == b) return a;
+  int ca = category(a), cb = category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    // bfloat16 and float16 promote to float32; otherwise the wider float.
+    bool a_half = a == DType::BFloat16 || a == DType::Float16;
+    bool b_half = b == DType::BFloat16 || b == DType::Float16;
+    if (a_half && b_half) return DType::Float32;
+    return graph::dtype_itemsize(a) >= graph::dtype_itemsize(b) ? a : b;
+  }
+  // Integers: uint8 with a signed type promotes to a signed type that holds both.
+  if (a == DType::UInt8 || b == DType::UInt8) {
+    DType other = a == DType::UInt8 ? b : a;
+    return other == DType::Int8 ? DType::Int16 : other;
+  }
+  return graph::dtype_itemsize(a) >= graph::dtype_itemsize(b) ? a : b;
+}
+
+}  // namespace
+
+DType promote(const std::vector<Operand>& operands) {
+  // Each priority class (tensors, 0-d tensors, scalars) promotes within itself; a lower-priority
+  // class only matters when it is of a higher category than everything above it.
+  std::optional<DType> result;
+  for (Operand::Kind kind : {Operand::Kind::Tensor, Operand::Kind::ZeroDimTensor, Operand::Kind::Scalar}) {
+    std::optional<DType> cls;
+    for (const Operand& o : operands) {
+      if (o.kind != kind) continue;
+      DType d = o.dtype;
+      if (kind == Operand::Kind::Scalar) {
+        // Python scalars: bool stays bool, int -> int64, float -> the default dtype float32.
+        d = category(d) == 2 ? DType::Float32 : (category(d) == 1 ? DType::Int64 : DType::Bool);
+      }
+      cls = cls ? promote_pair(*cls, d) : d;
+    }
+    if (!cls) continue;
+    if (!result) {
+      result = cls;
+    } else if (category(*cls) > category(*result)) {
+      // Scalars were mapped to their category's default dtype above, so a float scalar with
+      // integer tensors gives float32, not float64.
+      result = *cls;
+    }
+  }
+  if (!result) throw std::logic_error("promote: no operands");
+  return *result;
+}
+
+DType opmath(DType d) {
+  if (d == DType::BFloat16 || d == DType::Float16) return DType::Float32;
+  return d;
+}
+
+Lowering::Lowering(const graph::Graph& g, ir::Program& prog) : g_(g), prog_(prog) {
+  values_.resize(g.nodes().size());
+}
+
+bool Lowering::is_tensor(const graph::Arg& a) const {
+  return a.kind == graph::Arg::Kind::Node && !values_.at(a.node).empty();
+}
+
+const TensorBox& Lowering::box(const graph::Arg& a) const {
+  if (a.kind != graph::Arg::Kind::Node) throw std::logic_error("expected a tensor argument");
+  const auto& boxes = values_.at(a.node);
+  if (boxes.size() != 1) {
+    throw std::logic_error("argument %" + g_.node(a.node).name + " is not a single tensor");
+  }
+  return boxes[0];
+}
+
+const graph::Arg* Lowering::arg(const graph::Node& n, size_t i, const std::string& name) const {
+  if (i < n.args.size()) return &n.args[i];
+  return n.kwarg(name);
+}
+
+Operand Lowering::operand(const graph::Arg& a) const {
+  switch (a.kind) {
+    case graph::Arg::Kind::Node: {
+      const TensorBox& b = box(a);
+      return {b.rank() == 0 ? Operand::Kind::ZeroDimTensor : Operand::Kind::Tensor, b.dtype};
+    }
+    case graph::Arg::Kind::Bool: return {Operand::Kind::Scalar, DType::Bool};
+    case graph::Arg::Kind::Int: return {Operand::Kind::Scalar, DType::Int64};
+    case graph::Arg::Kind::Float: return {Operand::Kind::Scalar, DType::Float64};
+    default: throw std::logic_error("operand: argument is neither a tensor nor a number");
+  }
+}
+
+Value Lowering::scalar(const graph::Arg& a, DType d) const {
+  switch (a.kind) {
+    case graph::Arg::Kind::Bool: return ir::int_constant(a.b ? 1 : 0, d);
+    case graph::Arg::Kind::Int:
+      return graph::is_floating(d) ? ir::constant(static_cast<double>(a.i), d) : ir::int_constant(a.i, d);
+    case graph::Arg::Kind::Float:
+      if (!graph::is_floating(d)) {
+        // A float scalar meeting an integer computation: the op computes in float, so the
+        // caller asked for the wrong dtype.
+        throw std::logic_error("scalar: float argument in an integer computation");
+      }
+      return ir::constant(a.f, d);
+    default: throw std::logic_error("scalar: argument is not a number");
+  }
+}
+
+Expr Lowering::int_arg(const graph::Arg& a) const {
+  if (a.kind == graph::Arg::Kind::Int) return Expr(a.i);
+  if (a.kind == graph::Arg::Kind::Sym) return a.sym;
+  if (a.kind == graph::Arg::Kind::Bool) return Expr(a.b ? 1 : 0);
+  throw std::logic_error("expected an integer argument");
+}
+
+std::vector<Expr> Lowering::int_list(const graph::Arg& a) const {
+  if (a.kind != graph::Arg::Kind::List) return {int_arg(a)};
+  std::vector<Expr> out;
+  for (const auto& item : a.list) out.push_back(int_arg(item));
+  return out;
+}
+
+const graph::TensorMeta& Lowering::meta(const graph::Node& n, size_t i) const {
+  if (i >= n.meta.size()) {
+    throw std::logic_error("node %" + n.name + " has no tensor metadata for output " + std::to_string(i));
+  }
+  return n.meta[i];
+}
+
+std::string Lowering::new_buffer_name() { return "buf" + std::to_string(next_buffer_++); }
+
+TensorBox Lowering::read_buffer(const std::string& name, const ir::Layout& layout) const {
+  TensorBox b;
+  b.dtype = layout.dtype;
+  b.device = layout.device;
+  b.sizes = layout.sizes;
+  b.body = ir::load(name, layout.dtype, layout.index(ir::index_vars(layout.sizes.size())));
+  return b;
+}
+
+TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strides, bool fixed) {
+  ir::Buffer buf;
+  buf.name = new_buffer_name();
+  buf.kind = ir::Buffer::Kind::Computed;
+  buf.layout.dtype = box.dtype;
+  buf.layout.device = box.device;
+  buf.layout.sizes = box.sizes;
+  buf.layout.strides = strides ? *strides : ir::Layout::contiguous_strides(box.sizes);
+  buf.layout.offset = 0;
+  buf.layout.fixed = fixed;
+  buf.ranges = box.sizes;
+  buf.body = box.body;
+  buf.origins = box.origins;
+  if (current_) buf.origins.insert(current_->name);
+  prog_.buffers.push_back(buf);
+  return read_buffer(buf.name, buf.layout);
+}
+
+ir::TensorRef Lowering::as_ref(const TensorBox& box) {
+  if (auto ref = as_strided_view(box)) return *ref;
+  return *as_strided_view(realize(box));
+}
+
+TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
+                                  std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
+                                  std::set<std::string> origins) {
+  ir::Buffer buf;
+  buf.name = new_buffer_name();
+  buf.kind = ir::Buffer::Kind::Computed;
+  buf.layout.dtype = out_dtype;
+  buf.layout.device = device;
+  buf.layout.sizes = ranges;
+  buf.layout.strides = ir::Layout::contiguous_strides(ranges);
+  buf.layout.offset = 0;
+  buf.ranges = std::move(ranges);
+  buf.reduction_ranges = std::move(reduction_ranges);
+  buf.reduction = type;
+  buf.body = body;
+  buf.origins = std::move(origins);
+  if (current_) buf.origins.insert(current_->name);
+  prog_.buffers.push_back(buf);
+  return read_buffer(buf.name, buf.layout);
+}
+
+namespace {
+
+// Replaces tensor arguments by indices into `tensors`, realizing them as needed.
+graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors) {
+  if (a.kind == graph::Arg::Kind::List) {
+    std::vector<graph::Arg> items;
+    for (const auto& item : a.list) items.push_back(to_extern_arg(L, item, tensors));
+    return graph::Arg::list_of(std::move(items));
+  }
+  if (a.kind != graph::Arg::Kind::Node) return a;
+  tensors.push_back(L.as_ref(L.box(a)));
+  return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
+}
+
+}  // namespace
+
+std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallback) {
+  ir::ExternCall call;
+  call.op = n.target;
+  call.is_fallback = is_fallback;
+  call.origin = n.name;
+  for (const auto& a : n.args) call.args.push_back(to_extern_arg(*this, a, call.tensors));
+  for (const auto& [k, a] : n.kwargs) call.kwargs.push_back({k, to_extern_arg(*this, a, call.tensors)});
+  call.returns_tuple = n.meta.size() != 1;
+  int extern_id = static_cast<int>(prog_.externs.size());
+  std::vector<TensorBox> out;
+  for (const graph::TensorMeta& m : n.meta) {
+    ir::Buffer buf;
+    buf.name = new_buffer_name();
+    buf.kind = ir::Buffer::Kind::Extern;
+    buf.layout = {m.dtype, m.device, m.sizes, m.strides, m.offset, true};
+    buf.extern_id = extern_id;
+    buf.origins.insert(n.name);
+    call.outputs.push_back(buf.name);
+    prog_.buffers.push_back(buf);
+    out.push_back(read_buffer(buf.name, buf.layout));
+  }
+  prog_.externs.push_back(std::move(call));
+  if (is_fallback) prog_.fallback_ops.push_back(n.target);
+  return out;
+}
+
+void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
+  namespace policy = ir::realize_policy;
+  if (!box.body || as_strided_view(box)) return;
+  if (box.body.op() == ir::Op::Constant) return;
+  int ops = ir::count_ops(box.body);
+  int reads = static_cast<int>(ir::loaded_buffers(box.body).size());
+  bool store = ops > policy::kMaxOpsThreshold || reads > policy::kAccumulatedReadsThreshold ||
+               (num_users > 1 && (reads > policy::kReuseReadsThreshold || ops > policy::kReuseOpsThreshold));
+  if (store) box = realize(box);
+}
+
+void Lowering::lower_node(const graph::Node& n) {
+  current_ = &n;
+  prog_.node_targets[n.name] = n.target;
+  if (!n.stack_trace.empty()) prog_.stack_traces[n.name] = n.stack_trace;
+
+  if (n.target == "getitem") {
+    const graph::Arg& src = n.args.at(0);
+    int64_t i = n.args.at(1).i;
+    const auto& boxes = values_.at(src.node);
+    if (i < 0 || i >= static_cast<int64_t>(boxes.size())) {
+      throw std::logic_error("getitem %" + n.name + ": index out of range");
+    }
+    values_[n.id] = {boxes[i]};
+    return;
+  }
+
+  const Registry& reg = registry();
+  auto it = reg.find(n.target);
+  std::vector<TensorBox> out;
+  bool lowered = false;
+  if (it != reg.end()) {
+    out = it->second(*this, n);
+    lowered = !out.empty() || n.meta.empty();
+  }
+  if (!lowered) out = add_extern(n, /*is_fallback=*/true);
+  for (TensorBox& b : out) {
+    b.origins.insert(n.name);
+    apply_realize_policy(b, static_cast<int>(g_.users(n.id).size()));
+  }
+  values_[n.id] = std::move(out);
+}
+
+void Lowering::lower_outputs(const graph::Node& out) {
+  current_ = &out;
+  const std::vector<graph::Arg>* items = &out.args;
+  if (out.args.size() == 1 && out.args[0].kind == graph::Arg::Kind::List) items = &out.args[0].list;
+  for (const graph::Arg& a : *items) {
+    ir::GraphOutput o;
+    if (a.kind != graph::Arg::Kind::Node) {
+      o.is_none = true;
+      prog_.outputs.push_back(o);
+      continue;
+    }
+    const graph::Node& src = g_.node(a.node);
+    TensorBox b = box(a);
+    const graph::TensorMeta& m = meta(src);
+    auto ref = as_strided_view(b);
+    bool exact = ref && ref->strides == m.strides;
+    if (!exact) {
+      // Outputs get the strides eager would give them, so callers see the same memory format.
+      b = realize(b, &m.strides, /*fixed=*/true);
+      ref = as_strided_view(b);
+    }
+    o.ref = *ref;
+    prog_.outputs.push_back(o);
+  }
+}
+
+void Lowering::run() {
+  g_.validate();
+  for (const graph::Node& n : g_.nodes()) {
+    switch (n.kind) {
+      case graph::NodeKind::Placeholder: {
+        if (n.meta.empty()) {
+          prog_.inputs.push_back("");
+          continue;
+        }
+        const graph::TensorMeta& m = n.meta[0];
+        ir::Buffer buf;
+        buf.name = n.name;
+        buf.kind = ir::Buffer::Kind::Input;
+        buf.layout = {m.dtype, m.device, m.sizes, m.strides, m.offset, true};
+        prog_.buffers.push_back(buf);
+        prog_.inputs.push_back(n.name);
+        values_[n.id] = {read_buffer(n.name, buf.layout)};
+        break;
+      }
+      case graph::NodeKind::Call:
+        lower_node(n);
+        break;
+      case graph::NodeKind::Output:
+        lower_outputs(n);
+        break;
+    }
+  }
+  prog_.rebuild_index();
+}
+
+const Registry& registry() {
+  static const Registry reg = [] {
+    Registry r;
+    register_pointwise(r);
+    register_reductions(r);
+    register_views(r);
+    register_creation(r);
+    register_externs(r);
+    return r;
+  }();
+  return reg;
+}
+
+std::vector<std::string> lowered_ops() {
+  std::set<std::string> names;
+  for (const auto& [target, fn] : registry()) names.insert(target.substr(0, target.rfind('.')));
+  return {names.begin(), names.end()};
+}
+
+ir::Program lower_graph(const graph::Graph& g) {
+  ir::Program prog;
+  Lowering L(g, prog);
+  L.run();
+  return prog;
+}
+
+}  // namespace coil::lower

@@ -1,0 +1,134 @@
+// Lowering: ATen graph -> loop-level IR (ir::Program).
+//
+// Each graph node is lowered, in order, by a function registered for its ATen op (one file per op
+// family: pointwise.cpp, reduction.cpp, views.cpp, creation.cpp, extern.cpp). A lowering receives
+// TensorBoxes for its tensor inputs and returns TensorBoxes for its outputs. A TensorBox is lazy:
+// a body describing one element as a function of index variables v0..v{rank-1}. Reading a box at
+// some index substitutes that index into its body, so chains of pointwise ops and views compose
+// into one body without touching memory. A box is realized (stored to a buffer) when a reduction
+// or extern call needs its input in memory, when it is a graph output, or when the thresholds in
+// ir/realize_policy.h say storing beats recomputing.
+//
+// Ops without a lowering become fallback extern calls that run the ATen op from the wrapper.
+//
+// Tests: tests/cpp/lower/ (IR text of small graphs), tests/python (numerics against eager).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coil/graph/graph.h"
+#include "coil/ir/program.h"
+#include "coil/ir/scalar.h"
+
+namespace coil::lower {
+
+using graph::DType;
+using ir::Value;
+using sym::Expr;
+
+struct TensorBox {
+  DType dtype = DType::Float32;
+  std::string device = "cpu";
+  std::vector<Expr> sizes;
+  Value body;                      // over v0..v{rank-1}
+  std::set<std::string> origins;   // graph nodes inlined into this body
+
+  size_t rank() const { return sizes.size(); }
+  Expr numel() const;
+  // The element at idx (one Expr per dim).
+  Value load(const std::vector<Expr>& idx) const;
+};
+
+// If box reads a realized buffer through a strided (affine) index — a view — returns that view.
+std::optional<ir::TensorRef> as_strided_view(const TensorBox& box);
+
+// Type promotion for a set of operands, following torch.result_type: dimensioned tensors decide
+// first, then 0-d tensors, then Python scalars, each only raising the category (bool < int < float).
+struct Operand {
+  enum class Kind { Tensor, ZeroDimTensor, Scalar };
+  Kind kind;
+  DType dtype;  // for Python scalars: Bool, Int64 or Float64 (the category)
+};
+DType promote(const std::vector<Operand>& operands);
+// The dtype arithmetic happens in for a given dtype: float32 for bfloat16/float16.
+DType opmath(DType d);
+
+class Lowering;
+using LowerFn = std::function<std::vector<TensorBox>(Lowering&, const graph::Node&)>;
+using Registry = std::map<std::string, LowerFn>;
+
+// Per-family registration (each in its own file).
+void register_pointwise(Registry& r);
+void register_reductions(Registry& r);
+void register_views(Registry& r);
+void register_creation(Registry& r);
+void register_externs(Registry& r);
+
+// All lowerings, keyed by target ("aten.add.Tensor").
+const Registry& registry();
+// Op names (without overload: "aten.add") that coil lowers itself, for the decomposition table.
+std::vector<std::string> lowered_ops();
+
+// The state of lowering one graph.
+class Lowering {
+ public:
+  Lowering(const graph::Graph& g, ir::Program& prog);
+
+  // Lowers every node and the outputs into the program.
+  void run();
+
+  // ---- argument access ----
+  const graph::Graph& graph() const { return g_; }
+  bool is_tensor(const graph::Arg& a) const;
+  const TensorBox& box(const graph::Arg& a) const;
+  const TensorBox& box_of(const graph::Node& n, size_t arg) const { return box(n.args.at(arg)); }
+  // Positional arg i, else the kwarg named `name`, else nullptr.
+  const graph::Arg* arg(const graph::Node& n, size_t i, const std::string& name) const;
+  Operand operand(const graph::Arg& a) const;
+  // A Python number argument as a constant of dtype d.
+  Value scalar(const graph::Arg& a, DType d) const;
+  Expr int_arg(const graph::Arg& a) const;
+  std::vector<Expr> int_list(const graph::Arg& a) const;
+  const graph::TensorMeta& meta(const graph::Node& n, size_t i = 0) const;
+
+  // ---- building ----
+  // Stores the box in a new buffer (strides: contiguous unless given) and returns a box reading it.
+  TensorBox realize(const TensorBox& box, const std::vector<Expr>* strides = nullptr,
+                    bool fixed = false);
+  // A view of a realized buffer for extern calls; realizes the box first if it is not one.
+  ir::TensorRef as_ref(const TensorBox& box);
+  // Adds a computed reduction buffer (contiguous over `ranges`) and returns a box reading it.
+  TensorBox add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
+                          std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
+                          std::set<std::string> origins);
+  // Adds an extern call; returns one box per output meta.
+  std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback);
+  // A box reading a buffer through a layout.
+  TensorBox read_buffer(const std::string& name, const ir::Layout& layout) const;
+  // The node being lowered (for origins).
+  const graph::Node& current() const { return *current_; }
+
+  // Realizes inputs of boxes that have grown too large (realize_policy), given the users count.
+  void apply_realize_policy(TensorBox& box, int num_users);
+
+ private:
+  std::string new_buffer_name();
+  void lower_node(const graph::Node& n);
+  void lower_outputs(const graph::Node& out);
+
+  const graph::Graph& g_;
+  ir::Program& prog_;
+  std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
+  const graph::Node* current_ = nullptr;
+  int next_buffer_ = 0;
+};
+
+// Lowers a graph into a program (the pipeline's "lower" step).
+ir::Program lower_graph(const graph::Graph& g);
+
+}  // namespace coil::lower

@@ -1,0 +1,316 @@
+// Lowerings of reductions: sum, mean, prod, amax/amin, argmax/argmin, max/min.dim, any/all,
+// var/std/var_mean (two-pass: mean first, then the sum of squared deviations, which is
+// numerically stable and fuses into one kernel), softmax and log_softmax.
+#include <algorithm>
+#include <stdexcept>
+
+#include "coil/ir/realize_policy.h"
+#include "coil/lower/lowering.h"
+#include "coil/lower/pointwise_util.h"
+
+namespace coil::lower {
+
+using graph::Arg;
+using graph::Node;
+using ir::Op;
+using ir::ReductionType;
+
+namespace {
+
+struct ReduceSpec {
+  std::vector<int64_t> dims;  // sorted, unique, non-negative
+  bool keepdim = false;
+};
+
+// Reads the `dim` argument: an int, a list of ints, or None / [] (all dims).
+std::vector<int64_t> reduce_dims(const Lowering& L, const Arg* a, size_t rank) {
+  std::vector<int64_t> dims;
+  if (!a || a->is_none() || (a->kind == Arg::Kind::List && a->list.empty())) {
+    for (size_t i = 0; i < rank; ++i) dims.push_back(static_cast<int64_t>(i));
+    return dims;
+  }
+  for (const Expr& e : L.int_list(*a)) {
+    auto v = e.as_int();
+    if (!v) throw std::logic_error("reduction dims must be integers");
+    dims.push_back(wrap_dim(*v, rank));
+  }
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  // A 0-d tensor reduces over "dim 0", which does not exist as a loop.
+  if (rank == 0) dims.clear();
+  return dims;
+}
+
+bool flag(const Lowering& L, const Node& n, size_t i, const std::string& name) {
+  const Arg* a = L.arg(n, i, name);
+  return a && a->kind == Arg::Kind::Bool && a->b;
+}
+
+bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+Value identity(ReductionType t, DType d) {
+  switch (t) {
+    case ReductionType::Sum: return ir::int_constant(0, d);
+    case ReductionType::Prod: return ir::int_constant(1, d);
+    case ReductionType::Any: return ir::int_constant(0, DType::Bool);
+    case ReductionType::All: return ir::int_constant(1, DType::Bool);
+    default: throw std::logic_error("no identity for this reduction");
+  }
+}
+
+Value combine(ReductionType t, Value a, Value b) {
+  switch (t) {
+    case ReductionType::Sum: return ir::add(a, b);
+    case ReductionType::Prod: return ir::mul(a, b);
+    case ReductionType::Max: return ir::binary(Op::Maximum, a, b);
+    case ReductionType::Min: return ir::binary(Op::Minimum, a, b);
+    case ReductionType::Any: return ir::binary(Op::LogicalOr, a, b);
+    case ReductionType::All: return ir::binary(Op::LogicalAnd, a, b);
+    default: throw std::logic_error("combine: not an elementwise reduction");
+  }
+}
+
+// Reduces x over spec.dims with `type`. `pre` maps the loaded element (already cast to acc) to the
+// reduced value. The result box has the keepdim shape when spec.keepdim, else the reduced shape;
+// its dtype is `out` (the reduction buffer holds `out` when store_acc is false, else `acc`).
+TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, ReductionType type, DType acc,
+                 DType out, const std::function<Value(Value, const std::vector<Expr>&)>& pre = nullptr) {
+  std::vector<Expr> kept_sizes, red_sizes;
+  for (size_t d = 0; d < x.rank(); ++d) (contains(spec.dims, d) ? red_sizes : kept_sizes).push_back(x.sizes[d]);
+  // Element index of x in terms of the reduction buffer's v (kept) and u (reduced) variables.
+  std::vector<Expr> idx(x.rank());
+  size_t k = 0, j = 0;
+  for (size_t d = 0; d < x.rank(); ++d) {
+    idx[d] = contains(spec.dims, d) ? ir::reduction_var(static_cast<int>(j++)) : ir::index_var(static_cast<int>(k++));
+  }
+  Value elem = ir::cast(x.load(idx), acc);
+  if (pre) elem = pre(elem, idx);
+
+  Expr red_numel = 1;
+  for (const Expr& s : red_sizes) red_numel = red_numel * s;
+  auto small = red_numel.as_int();
+  bool unrollable = type != ReductionType::ArgMax && type != ReductionType::ArgMin;
+  TensorBox result;
+  if (small && *small <= ir::realize_policy::kUnrollReductionThreshold && *small > 0 && unrollable) {
+    // Few elements: a pointwise body combining them, which fuses like any pointwise op.
+    Value v;
+    for (int64_t flat = 0; flat < *small; ++flat) {
+      sym::ExprMap repl;
+      int64_t rem = flat;
+      for (size_t r = red_sizes.size(); r-- > 0;) {
+        int64_t sz = *red_sizes[r].as_int();
+        repl[ir::reduction_var(static_cast<int>(r))] = Expr(rem % sz);
+        rem /= sz;
+      }
+      Value e = ir::substitute_indices(elem, repl);
+      v = v ? combine(type, v, e) : e;
+    }
+    result = TensorBox{out, x.device, kept_sizes, ir::cast(v, out), x.origins};
+  } else if (small && *small == 0 && unrollable && type != ReductionType::Max && type != ReductionType::Min) {
+    result = TensorBox{out, x.device, kept_sizes, ir::cast(identity(type, acc), out), {}};
+  } else {
+    result = L.add_reduction(out, x.device, kept_sizes, red_sizes, type, elem, x.origins);
+  }
+  if (!spec.keepdim) return result;
+  // keepdim: a view with size-1 dims where the reduced dims were.
+  std::vector<Expr> sizes(x.rank()), inner_idx;
+  std::vector<Expr> vars = ir::index_vars(x.rank());
+  for (size_t d = 0; d < x.rank(); ++d) {
+    bool reduced = contains(spec.dims, d);
+    sizes[d] = reduced ? Expr(1) : x.sizes[d];
+    if (!reduced) inner_idx.push_back(vars[d]);
+  }
+  TensorBox kept{out, x.device, sizes, result.load(inner_idx), result.origins};
+  return kept;
+}
+
+DType acc_dtype(DType in, DType out) {
+  if (graph::is_floating(out)) return opmath(out);
+  if (out == DType::Bool) return DType::Bool;
+  (void)in;
+  return DType::Int64;
+}
+
+// Casts a box (typically an fp32 reduction result) to the node's output dtype.
+TensorBox with_dtype(TensorBox b, DType d) {
+  b.body = ir::cast(b.body, d);
+  b.dtype = d;
+  return b;
+}
+
+std::vector<TensorBox> lower_sum(Lowering& L, const Node& n, bool mean) {
+  const TensorBox& x = L.box_of(n, 0);
+  const graph::TensorMeta& m = L.meta(n);
+  bool all_dims = n.target.find(".default") != std::string::npos;
+  ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()), all_dims ? false : flag(L, n, 2, "keepdim")};
+  DType acc = acc_dtype(x.dtype, m.dtype);
+  if (!mean) return {with_dtype(reduce(L, x, spec, ReductionType::Sum, acc, acc), m.dtype)};
+  TensorBox s = reduce(L, x, spec, ReductionType::Sum, acc, acc);
+  Expr count = 1;
+  for (int64_t d : spec.dims) count = count * x.sizes[d];
+  TensorBox out = s;
+  out.dtype = m.dtype;
+  out.body = ir::cast(ir::div(s.body, ir::cast(ir::index_expr(count, DType::Int64), acc)), m.dtype);
+  return {out};
+}
+
+std::vector<TensorBox> lower_minmax(Lowering& L, const Node& n, ReductionType type) {
+  const TensorBox& x = L.box_of(n, 0);
+  const graph::TensorMeta& m = L.meta(n);
+  bool all_dims = n.target.find(".default") != std::string::npos;
+  ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()), all_dims ? false : flag(L, n, 2, "keepdim")};
+  DType acc = opmath(x.dtype);
+  return {with_dtype(reduce(L, x, spec, type, acc, acc), m.dtype)};
+}
+
+std::vector<TensorBox> lower_arg(Lowering& L, const Node& n, ReductionType type, size_t meta_index = 0) {
+  const TensorBox& x = L.box_of(n, 0);
+  const Arg* dim = L.arg(n, 1, "dim");
+  bool keepdim = flag(L, n, 2, "keepdim");
+  DType acc = opmath(x.dtype);
+  if (!dim || dim->is_none()) {
+    // Over the flattened tensor: reduce all dims; the index is the row-major flat index.
+    ReduceSpec spec{reduce_dims(L, nullptr, x.rank()), keepdim};
+    return {reduce(L, x, spec, type, acc, L.meta(n, meta_index).dtype)};
+  }
+  ReduceSpec spec{reduce_dims(L, dim, x.rank()), keepdim};
+  return {reduce(L, x, spec, type, acc, L.meta(n, meta_index).dtype)};
+}
+
+// Two-pass variance: mean, then the mean of squared deviations, divided by max(0, N - correction).
+std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const TensorBox& x, const Arg* dim_arg,
+                                             double correction, bool keepdim) {
+  ReduceSpec spec{reduce_dims(L, dim_arg, x.rank()), true};
+  DType acc = opmath(x.dtype);
+  Expr count = 1;
+  for (int64_t d : spec.dims) count = count * x.sizes[d];
+  Value count_v = ir::cast(ir::index_expr(count, DType::Int64), acc);
+  TensorBox sum = reduce(L, x, spec, ReductionType::Sum, acc, acc);
+  TensorBox mean = sum;
+  mean.body = ir::div(sum.body, count_v);
+  TensorBox sq = reduce(L, x, spec, ReductionType::Sum, acc, acc, [&](Value e, const std::vector<Expr>& idx) {
+    Value dev = ir::sub(e, mean.load(broadcast_index(mean, x.sizes, idx)));
+    return ir::mul(dev, dev);
+  });
+  TensorBox var = sq;
+  Value denom = ir::binary(Op::Maximum, ir::sub(count_v, ir::constant(correction, acc)), ir::constant(0.0, acc));
+  var.body = ir::div(sq.body, denom);
+  if (!keepdim) {
+    // Drop the size-1 reduced dims again.
+    auto squeeze = [&](const TensorBox& b) {
+      std::vector<Expr> sizes, idx;
+      size_t k = 0;
+      for (size_t d = 0; d < x.rank(); ++d) {
+        if (contains(spec.dims, d)) {
+          idx.push_back(0);
+        } else {
+          sizes.push_back(b.sizes[d]);
+          idx.push_back(ir::index_var(static_cast<int>(k++)));
+        }
+      }
+      return TensorBox{b.dtype, b.device, sizes, b.load(idx), b.origins};
+    };
+    var = squeeze(var);
+    mean = squeeze(mean);
+  }
+  (void)n;
+  return {var, mean};
+}
+
+double correction_arg(const Lowering& L, const Node& n) {
+  const Arg* c = L.arg(n, 2, "correction");
+  if (!c || c->is_none()) return 1.0;
+  return c->kind == Arg::Kind::Float ? c->f : static_cast<double>(c->i);
+}
+
+std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
+  const TensorBox& x = L.box_of(n, 0);
+  const graph::TensorMeta& m = L.meta(n);
+  int64_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  ReduceSpec spec{x.rank() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, true};
+  DType acc = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  TensorBox mx = reduce(L, x, spec, ReductionType::Max, acc, acc);
+  auto shifted = [&](Value e, const std::vector<Expr>& at) {
+    return ir::sub(e, mx.load(broadcast_index(mx, x.sizes, at)));
+  };
+  TensorBox sum = reduce(L, x, spec, ReductionType::Sum, acc, acc, [&](Value e, const std::vector<Expr>& at) {
+    return ir::unary(Op::Exp, shifted(e, at));
+  });
+  Value e = ir::cast(x.load(idx), acc);
+  Value s = sum.load(broadcast_index(sum, x.sizes, idx));
+  Value body = log ? ir::sub(shifted(e, idx), ir::unary(Op::Log, s)) : ir::div(ir::unary(Op::Exp, shifted(e, idx)), s);
+  TensorBox out{m.dtype, m.device, m.sizes, ir::cast(body, m.dtype), x.origins};
+  return {out};
+}
+
+}  // namespace
+
+void register_reductions(Registry& r) {
+  for (const char* name : {"aten.sum.dim_IntList", "aten.sum.default"}) {
+    r[name] = [](Lowering& L, const Node& n) { return lower_sum(L, n, false); };
+  }
+  for (const char* name : {"aten.mean.dim", "aten.mean.default"}) {
+    r[name] = [](Lowering& L, const Node& n) { return lower_sum(L, n, true); };
+  }
+  r["aten.prod.dim_int"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    const TensorBox& x = L.box_of(n, 0);
+    const graph::TensorMeta& m = L.meta(n);
+    ReduceSpec spec{reduce_dims(L, L.arg(n, 1, "dim"), x.rank()), flag(L, n, 2, "keepdim")};
+    DType acc = acc_dtype(x.dtype, m.dtype);
+    return {with_dtype(reduce(L, x, spec, ReductionType::Prod, acc, acc), m.dtype)};
+  };
+  r["aten.prod.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    const TensorBox& x = L.box_of(n, 0);
+    const graph::TensorMeta& m = L.meta(n);
+    DType acc = acc_dtype(x.dtype, m.dtype);
+    return {with_dtype(reduce(L, x, {reduce_dims(L, nullptr, x.rank()), false}, ReductionType::Prod, acc, acc), m.dtype)};
+  };
+  r["aten.amax.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max); };
+  r["aten.amin.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min); };
+  r["aten.max.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max); };
+  r["aten.min.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min); };
+  r["aten.argmax.default"] = [](Lowering& L, const Node& n) { return lower_arg(L, n, ReductionType::ArgMax); };
+  r["aten.argmin.default"] = [](Lowering& L, const Node& n) { return lower_arg(L, n, ReductionType::ArgMin); };
+  for (auto [name, val, arg] : {std::tuple{"aten.max.dim", ReductionType::Max, ReductionType::ArgMax},
+                                std::tuple{"aten.min.dim", ReductionType::Min, ReductionType::ArgMin}}) {
+    r[name] = [val, arg](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+      const TensorBox& x = L.box_of(n, 0);
+      ReduceSpec spec{reduce_dims(L, L.arg(n, 1, "dim"), x.rank()), flag(L, n, 2, "keepdim")};
+      DType acc = opmath(x.dtype);
+      TensorBox values = with_dtype(reduce(L, x, spec, val, acc, acc), L.meta(n, 0).dtype);
+      TensorBox indices = reduce(L, x, spec, arg, acc, L.meta(n, 1).dtype);
+      return {values, indices};
+    };
+  }
+  for (auto [name, type] : {std::pair{"aten.any", ReductionType::Any}, std::pair{"aten.all", ReductionType::All}}) {
+    auto fn = [type](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+      const TensorBox& x = L.box_of(n, 0);
+      bool all_dims = n.target.find(".default") != std::string::npos;
+      ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()),
+                      all_dims ? false : flag(L, n, 2, "keepdim")};
+      return {with_dtype(reduce(L, x, spec, type, DType::Bool, DType::Bool), L.meta(n).dtype)};
+    };
+    for (const char* overload : {".default", ".dim", ".dims"}) r[std::string(name) + overload] = fn;
+  }
+  r["aten.var.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    const TensorBox& x = L.box_of(n, 0);
+    auto [var, mean] = var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
+    return {with_dtype(var, L.meta(n).dtype)};
+  };
+  r["aten.std.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    const TensorBox& x = L.box_of(n, 0);
+    auto [var, mean] = var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
+    var.body = ir::unary(Op::Sqrt, var.body);
+    return {with_dtype(var, L.meta(n).dtype)};
+  };
+  r["aten.var_mean.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    const TensorBox& x = L.box_of(n, 0);
+    auto [var, mean] = var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
+    return {with_dtype(var, L.meta(n, 0).dtype), with_dtype(mean, L.meta(n, 1).dtype)};
+  };
+  r["aten._softmax.default"] = [](Lowering& L, const Node& n) { return lower_softmax(L, n, false); };
+  r["aten._log_softmax.default"] = [](Lowering& L, const Node& n) { return lower_softmax(L, n, true); };
+}
+
+}  // namespace coil::lower

@@ -1,0 +1,61 @@
+// runtime::build_shared_library — turns generated C++ kernel source into a shared library,
+// through a private, content-addressed on-disk cache.
+//
+// Takes kernel source text and BuildOptions; returns the path of a shared library built from
+// exactly that source with exactly that compiler (its `--version` line) and those flags.
+// Guarantees:
+//   - Cache key: SHA-256 over the source, the compiler command, the flags and the compiler's
+//     `--version` first line. Layout: <cache_dir>/<key[0:2]>/<key>/{kernel.cpp, kernel.so,
+//     kernel.so.sum, build.log}. build.log is kept only when the compiler printed something.
+//   - A lookup is a hit only when kernel.so exists and its size and SHA-256 match kernel.so.sum;
+//     a missing, truncated or corrupted library is rebuilt.
+//   - Other processes never see a partial kernel.so: the compiler writes a temporary file with a
+//     unique name in the entry folder, which is renamed over kernel.so; kernel.so.sum is written
+//     (also by rename) after it. Temporary files are removed on failure.
+//   - The cache directory must be private: it is created with mode 0700 when missing, and an
+//     existing one must be a directory owned by the current user and not writable by group or
+//     others, because coil loads and runs code from it.
+//   - The compiler runs through posix_spawn, without a shell, so paths may contain spaces and
+//     quotes. Its command line is: compiler kernel.cpp flags... -o <temporary .so>.
+// It does not load the library (see library.h) and never evicts old entries.
+//
+// Tests: tests/cpp/runtime/build_test.cpp.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace coil::runtime {
+
+struct BuildOptions {
+  // Required. Created (mode 0700) if missing; see the header comment for the checks.
+  std::string cache_dir;
+  // A program name looked up on PATH, or a path.
+  std::string compiler = "g++";
+  std::vector<std::string> flags = {
+      "-O3",   "-march=native",        "-fopenmp",         "-std=c++17", "-shared",
+      "-fPIC", "-fno-strict-aliasing", "-ffp-contract=off"};
+  // Testing only: appends a syntax error to the source so that the build fails.
+  bool inject_build_failure = false;
+};
+
+struct BuildResult {
+  std::string so_path;
+  std::string source_path;
+  bool cache_hit = false;
+  double seconds = 0.0;  // wall time of the whole call, lookup included
+};
+
+// Raised when the cache directory is unusable, the compiler cannot be run, or compilation fails.
+// The message says what happened and what to do; for a failed compilation it includes the
+// compiler's output (trimmed) and the path of the source file.
+class BuildError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thread-safe; concurrent calls from several threads or processes on one cache are safe.
+BuildResult build_shared_library(const std::string& source, const BuildOptions& opts);
+
+}  // namespace coil::runtime

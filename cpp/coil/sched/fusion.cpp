@@ -1,0 +1,473 @@
+// Fusion: greedily merges kernels that share memory traffic, when it is legal.
+//
+// Takes one kernel per computed buffer; merges pairs (producer -> consumer, or siblings reading
+// the same buffer) in order of bytes saved. A merge keeps the iteration space of the "host"
+// (the kernel with a reduction, else the earlier one) and maps the other kernel's variables into
+// it. The mapping is legal when:
+//   * the iteration spaces are compatible: equal numel (outer), numel = x*r (the guest runs inside
+//     the host's reduction loop), or equal (x, r) numels for two reductions;
+//   * the mapping is a bijection of iteration spaces (each guest point computed exactly once);
+//   * every buffer passed between the two is read at exactly the index it was written at
+//     (so values can stay in registers, and no thread reads another thread's element);
+//   * no other kernel or extern call sits on a path between them (no cycle).
+// Candidate mappings are tried in a fixed order (row-major flattening, matching of index
+// coefficients, delinearization of a contiguous index); the first that passes wins.
+// Every pair considered gets a verdict with its reason.
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <variant>
+
+#include "coil/sched/schedule.h"
+
+namespace coil::sched {
+
+namespace {
+
+constexpr int kMaxRounds = 10;
+
+Expr product(const std::vector<Expr>& v) {
+  Expr p = 1;
+  for (const Expr& e : v) p = p * e;
+  return p;
+}
+
+Expr gxvar(int i) { return Expr::symbol("gx" + std::to_string(i)); }
+Expr grvar(int j) { return Expr::symbol("gr" + std::to_string(j)); }
+
+std::vector<Expr> vars_of(const std::function<Expr(int)>& f, size_t n) {
+  std::vector<Expr> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(f(static_cast<int>(i)));
+  return out;
+}
+
+// Row-major decomposition of flat (ranging over product(sizes)) into one index per dim.
+std::vector<Expr> delinearize(Expr flat, const std::vector<Expr>& sizes) {
+  std::vector<Expr> out(sizes.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    out[d] = d == 0 ? flat : sym::mod(flat, sizes[d]);
+    flat = sym::floordiv(flat, sizes[d]);
+  }
+  return out;
+}
+
+Expr flatten(const std::vector<Expr>& idx, const std::vector<Expr>& sizes) {
+  Expr flat = 0;
+  for (size_t d = 0; d < idx.size(); ++d) flat = flat * sizes[d] + idx[d];
+  return flat;
+}
+
+// If coeffs (over vars with extents) is a permutation of a contiguous layout, returns the vars'
+// order from innermost to outermost. Size-1 vars are ignored.
+std::optional<std::vector<size_t>> contiguous_order(const std::vector<Expr>& coeffs, const std::vector<Expr>& extents) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < coeffs.size(); ++i) {
+    if (extents[i] == Expr(1)) continue;
+    if (!coeffs[i].as_int() || *coeffs[i].as_int() <= 0) return std::nullopt;
+    order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return *coeffs[a].as_int() < *coeffs[b].as_int(); });
+  Expr expect = 1;
+  for (size_t i : order) {
+    if (coeffs[i] != expect) return std::nullopt;
+    expect = expect * extents[i];
+  }
+  return order;
+}
+
+struct Anchor {
+  std::string buffer;
+  Expr guest;  // index over guest vars (gx/gr)
+  Expr host;   // index over host vars (x/r)
+};
+
+enum class Level { Outer, Inner, Reduction };
+
+struct FuseInput {
+  const ir::Program& prog;
+  const Kernel& host;
+  const Kernel& guest;
+  Level level;
+  std::vector<Member> guest_members;  // with maps renamed to gx/gr
+  sym::RangeEnv env;                  // host ranges
+};
+
+// The guest variables and the host variables they must map onto, for the level.
+struct Spaces {
+  std::vector<Expr> gvars, gsizes, hvars, hsizes;
+};
+
+std::vector<Spaces> spaces(const FuseInput& in) {
+  std::vector<Expr> hx = vars_of(xvar, in.host.xsizes.size()), hr = vars_of(rvar, in.host.rsizes.size());
+  std::vector<Expr> gx = vars_of(gxvar, in.guest.xsizes.size()), gr = vars_of(grvar, in.guest.rsizes.size());
+  switch (in.level) {
+    case Level::Outer: return {{gx, in.guest.xsizes, hx, in.host.xsizes}};
+    case Level::Inner: {
+      std::vector<Expr> hv = hx, hs = in.host.xsizes;
+      hv.insert(hv.end(), hr.begin(), hr.end());
+      hs.insert(hs.end(), in.host.rsizes.begin(), in.host.rsizes.end());
+      return {{gx, in.guest.xsizes, hv, hs}};
+    }
+    case Level::Reduction:
+      return {{gx, in.guest.xsizes, hx, in.host.xsizes}, {gr, in.guest.rsizes, hr, in.host.rsizes}};
+  }
+  return {};
+}
+
+using Mapping = sym::ExprMap;  // guest var -> host expr
+
+std::optional<Mapping> flat_candidate(const FuseInput& in) {
+  Mapping m;
+  for (const Spaces& s : spaces(in)) {
+    std::vector<Expr> g = delinearize(flatten(s.hvars, s.hsizes), s.gsizes);
+    for (size_t i = 0; i < s.gvars.size(); ++i) m[s.gvars[i]] = sym::simplify(g[i], in.env);
+  }
+  return m;
+}
+
+// Matches guest vars to host vars with the same coefficient and extent in an anchor's indices.
+std::optional<Mapping> coefficient_candidate(const FuseInput& in, const Anchor& a) {
+  Mapping m;
+  for (const Spaces& s : spaces(in)) {
+    auto ga = sym::as_affine(a.guest, s.gvars);
+    auto ha = sym::as_affine(a.host, s.hvars);
+    if (!ga || !ha) return std::nullopt;
+    std::vector<bool> used(s.hvars.size(), false);
+    std::vector<bool> done(s.gvars.size(), false);
+    for (size_t i = 0; i < s.gvars.size(); ++i) {
+      if (ga->coeffs[i] == Expr(0)) continue;
+      for (size_t j = 0; j < s.hvars.size(); ++j) {
+        if (used[j] || ha->coeffs[j] != ga->coeffs[i] || s.hsizes[j] != s.gsizes[i]) continue;
+        m[s.gvars[i]] = s.hvars[j];
+        used[j] = done[i] = true;
+        break;
+      }
+    }
+    // Remaining guest vars take remaining host vars of equal extent, in order.
+    for (size_t i = 0; i < s.gvars.size(); ++i) {
+      if (done[i]) continue;
+      if (s.gsizes[i] == Expr(1)) {
+        m[s.gvars[i]] = 0;
+        continue;
+      }
+      for (size_t j = 0; j < s.hvars.size() && !done[i]; ++j) {
+        if (used[j] || s.hsizes[j] != s.gsizes[i]) continue;
+        m[s.gvars[i]] = s.hvars[j];
+        used[j] = done[i] = true;
+      }
+      if (!done[i]) return std::nullopt;
+    }
+    for (size_t j = 0; j < s.hvars.size(); ++j) {
+      if (!used[j] && s.hsizes[j] != Expr(1)) return std::nullopt;  // would not cover the host space
+    }
+  }
+  return m;
+}
+
+// When the guest's index is a contiguous (possibly permuted) layout over its vars, each guest var
+// can be read off the host's index by division: g_i = (host - c) / stride_i mod size_i.
+std::optional<Mapping> delinearize_candidate(const FuseInput& in, const Anchor& a) {
+  if (in.level == Level::Reduction) return std::nullopt;
+  const Spaces s = spaces(in)[0];
+  auto ga = sym::as_affine(a.guest, s.gvars);
+  if (!ga || !contiguous_order(ga->coeffs, s.gsizes)) return std::nullopt;
+  Mapping m;
+  Expr rel = a.host - ga->constant;
+  for (size_t i = 0; i < s.gvars.size(); ++i) {
+    m[s.gvars[i]] = s.gsizes[i] == Expr(1) ? Expr(0) : sym::simplify(sym::mod(sym::floordiv(rel, ga->coeffs[i]), s.gsizes[i]), in.env);
+  }
+  return m;
+}
+
+// The mapping must hit every host point exactly once: the guest's row-major flat index, as a
+// function of host vars, must be a permuted contiguous layout of the host space.
+bool is_bijection(const FuseInput& in, const Mapping& m) {
+  for (const Spaces& s : spaces(in)) {
+    std::vector<Expr> g;
+    for (const Expr& v : s.gvars) g.push_back(m.at(v));
+    Expr flat = sym::simplify(flatten(g, s.gsizes), in.env);
+    auto aff = sym::as_affine(flat, s.hvars);
+    if (!aff || aff->constant != Expr(0) || !contiguous_order(aff->coeffs, s.hsizes)) return false;
+    for (size_t j = 0; j < s.hvars.size(); ++j) {
+      if (s.hsizes[j] != Expr(1) && aff->coeffs[j] == Expr(0)) return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> verify(const FuseInput& in, const Mapping& m, const std::vector<Anchor>& anchors) {
+  for (const Anchor& a : anchors) {
+    Expr g = sym::simplify(sym::substitute(a.guest, m), in.env);
+    Expr h = sym::simplify(a.host, in.env);
+    if (g != h) return "index mismatch on " + a.buffer + " (" + g.str() + " vs " + h.str() + ")";
+  }
+  return std::nullopt;
+}
+
+std::vector<Expr> unit_writes_index(const ir::Program& prog, const Member& mem) {
+  const ir::Buffer& b = prog.buffers[mem.buffer];
+  return {sym::substitute(b.write_index(), mem.var_map)};
+}
+
+// Reads of all members, in kernel vars: (buffer, index).
+std::vector<Anchor> member_reads(const ir::Program& prog, const std::vector<Member>& members) {
+  std::vector<Anchor> out;
+  for (const Member& mem : members) {
+    for (const Access& a : buffer_reads(prog.buffers[mem.buffer])) {
+      out.push_back({a.buffer, sym::substitute(a.index, mem.var_map), Expr(0)});
+    }
+  }
+  return out;
+}
+
+std::map<std::string, Expr> member_writes(const ir::Program& prog, const std::vector<Member>& members) {
+  std::map<std::string, Expr> out;
+  for (const Member& mem : members) out[prog.buffers[mem.buffer].name] = unit_writes_index(prog, mem)[0];
+  return out;
+}
+
+std::vector<Member> renamed_guest_members(const Kernel& guest) {
+  sym::ExprMap rename;
+  for (size_t i = 0; i < guest.xsizes.size(); ++i) rename[xvar(static_cast<int>(i))] = gxvar(static_cast<int>(i));
+  for (size_t j = 0; j < guest.rsizes.size(); ++j) rename[rvar(static_cast<int>(j))] = grvar(static_cast<int>(j));
+  std::vector<Member> out = guest.members;
+  for (Member& m : out) {
+    for (auto& [k, v] : m.var_map) v = sym::substitute(v, rename);
+  }
+  return out;
+}
+
+std::string sizes_text(const Kernel& k) {
+  std::string s = "[";
+  for (size_t i = 0; i < k.xsizes.size(); ++i) s += (i ? ", " : "") + k.xsizes[i].str();
+  s += "]";
+  if (k.has_reduction()) {
+    s += " x r[";
+    for (size_t i = 0; i < k.rsizes.size(); ++i) s += (i ? ", " : "") + k.rsizes[i].str();
+    s += "]";
+  }
+  return s;
+}
+
+// Tries to merge two kernels; returns the merged kernel or the reason it is not legal.
+std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel& a, const Kernel& b) {
+  const Kernel* host = &a;
+  const Kernel* guest = &b;
+  if (!a.has_reduction() && b.has_reduction()) std::swap(host, guest);
+  Expr hx = product(host->xsizes), hr = product(host->rsizes);
+  Expr gx = product(guest->xsizes), gr = product(guest->rsizes);
+  Level level;
+  if (guest->has_reduction()) {
+    if (gx != hx || gr != hr) return "reductions over different sizes " + sizes_text(*host) + " vs " + sizes_text(*guest);
+    level = Level::Reduction;
+  } else if (gx == hx) {
+    level = Level::Outer;
+  } else if (host->has_reduction() && gx == hx * hr) {
+    level = Level::Inner;
+  } else {
+    return "iteration spaces differ: " + sizes_text(*host) + " vs " + sizes_text(*guest);
+  }
+  FuseInput in{prog, *host, *guest, level, renamed_guest_members(*guest), host->range_env()};
+
+  // Anchors: every buffer passed between the two, and (for siblings) shared reads.
+  std::vector<Anchor> anchors;
+  auto host_writes = member_writes(prog, host->members);
+  auto guest_writes = member_writes(prog, in.guest_members);
+  std::vector<Anchor> host_reads = member_reads(prog, host->members);
+  std::vector<Anchor> guest_reads = member_reads(prog, in.guest_members);
+  for (const Anchor& r : host_reads) {
+    auto it = guest_writes.find(r.buffer);
+    if (it != guest_writes.end()) anchors.push_back({r.buffer, it->second, r.guest});
+  }
+  for (const Anchor& r : guest_reads) {
+    auto it = host_writes.find(r.buffer);
+    if (it != host_writes.end()) anchors.push_back({r.buffer, r.guest, it->second});
+  }
+  bool siblings = anchors.empty();
+  if (siblings) {
+    for (const Anchor& gr_ : guest_reads) {
+      for (const Anchor& hr_ : host_reads) {
+        if (gr_.buffer == hr_.buffer) anchors.push_back({gr_.buffer, gr_.guest, hr_.guest});
+      }
+    }
+    if (anchors.empty()) return std::string("no shared buffers");
+  }
+
+  std::vector<std::optional<Mapping>> candidates = {flat_candidate(in)};
+  for (const Anchor& an : anchors) {
+    candidates.push_back(coefficient_candidate(in, an));
+    candidates.push_back(delinearize_candidate(in, an));
+  }
+  std::string why = "no mapping of iteration spaces";
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (!candidates[c]) continue;
+    const Mapping& m = *candidates[c];
+    if (c > 0 && !is_bijection(in, m)) {
+      why = "mapping is not a bijection";
+      continue;
+    }
+    std::optional<std::string> bad;
+    if (siblings) {
+      // Siblings only need one shared read to line up (that is where the saving is).
+      bool any = false;
+      for (const Anchor& an : anchors) any |= !verify(in, m, {an});
+      if (!any) bad = "reads of shared buffers differ";
+    } else {
+      bad = verify(in, m, anchors);
+    }
+    if (bad) {
+      why = *bad;
+      continue;
+    }
+    Kernel merged = *host;
+    for (Member mem : in.guest_members) {
+      for (auto& [k, v] : mem.var_map) v = sym::simplify(sym::substitute(v, m), in.env);
+      if (level == Level::Inner) mem.inner = true;
+      merged.members.push_back(mem);
+    }
+    std::sort(merged.members.begin(), merged.members.end(),
+              [](const Member& x, const Member& y) { return x.buffer < y.buffer; });
+    return merged;
+  }
+  return why;
+}
+
+// Units are kernels and extern calls; edges follow buffers from writer to reader.
+struct UnitGraph {
+  std::vector<std::set<int>> succ;  // unit -> units reading its outputs
+};
+
+std::string members_text(const ir::Program& prog, const Kernel& k) {
+  std::string s;
+  for (const Member& m : k.members) s += (s.empty() ? "" : ",") + prog.buffers[m.buffer].name;
+  return s;
+}
+
+}  // namespace
+
+void fuse(const ir::Program& prog, Schedule& s) {
+  // owner: buffer index -> unit (kernel index, or kernels.size() + extern id).
+  for (int round = 1; round <= kMaxRounds; ++round) {
+    std::vector<Kernel>& ks = s.kernels;
+    size_t nk = ks.size();
+    std::vector<int> owner(prog.buffers.size(), -1);
+    for (size_t k = 0; k < nk; ++k) {
+      for (const Member& m : ks[k].members) owner[m.buffer] = static_cast<int>(k);
+    }
+    for (size_t i = 0; i < prog.buffers.size(); ++i) {
+      if (prog.buffers[i].kind == ir::Buffer::Kind::Extern) owner[i] = static_cast<int>(nk) + prog.buffers[i].extern_id;
+    }
+    size_t nunits = nk + prog.externs.size();
+    std::vector<std::set<int>> succ(nunits), reads(nunits);
+    auto add_read = [&](int unit, const std::string& buf) {
+      int bi = prog.buffer_index(buf);
+      if (bi < 0) return;
+      reads[unit].insert(bi);
+      if (owner[bi] >= 0 && owner[bi] != unit) succ[owner[bi]].insert(unit);
+    };
+    for (size_t k = 0; k < nk; ++k) {
+      for (const Member& m : ks[k].members) {
+        for (const Access& a : buffer_reads(prog.buffers[m.buffer])) add_read(static_cast<int>(k), a.buffer);
+      }
+    }
+    for (size_t e = 0; e < prog.externs.size(); ++e) {
+      for (const ir::TensorRef& t : prog.externs[e].tensors) add_read(static_cast<int>(nk + e), t.buffer);
+    }
+    // Is there a path a -> ... -> b of length >= 2?
+    auto indirect_path = [&](int a, int b) {
+      std::vector<int> stack;
+      std::vector<bool> seen(nunits, false);
+      for (int n : succ[a]) {
+        if (n != b) stack.push_back(n);
+      }
+      while (!stack.empty()) {
+        int u = stack.back();
+        stack.pop_back();
+        if (u == b) return true;
+        if (seen[u]) continue;
+        seen[u] = true;
+        for (int n : succ[u]) stack.push_back(n);
+      }
+      return false;
+    };
+
+    // Candidate pairs with their scores (bytes that stop moving through memory).
+    struct Pair {
+      int a, b;
+      int64_t score;
+    };
+    std::map<std::pair<int, int>, int64_t> scores;
+    auto bytes = [&](int bi) {
+      const ir::Layout& l = prog.buffers[bi].layout;
+      auto n = l.numel().as_int();
+      return (n ? *n : 1) * graph::dtype_itemsize(l.dtype);
+    };
+    auto add_score = [&](int a, int b, int64_t v) { scores[{std::min(a, b), std::max(a, b)}] += v; };
+    for (size_t k = 0; k < nk; ++k) {
+      for (int bi : reads[k]) {
+        int o = owner[bi];
+        if (o >= 0 && o < static_cast<int>(nk) && o != static_cast<int>(k)) add_score(o, static_cast<int>(k), bytes(bi));
+      }
+    }
+    std::map<int, std::vector<int>> readers;  // buffer -> kernels reading it
+    for (size_t k = 0; k < nk; ++k) {
+      for (int bi : reads[k]) readers[bi].push_back(static_cast<int>(k));
+    }
+    for (const auto& [bi, rs] : readers) {
+      for (size_t i = 0; i + 1 < rs.size(); ++i) add_score(rs[i], rs[i + 1], bytes(bi));
+    }
+    std::vector<Pair> pairs;
+    for (const auto& [key, sc] : scores) pairs.push_back({key.first, key.second, sc});
+    std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& x, const Pair& y) { return x.score > y.score; });
+
+    std::vector<bool> dead(nk, false);
+    std::vector<Kernel> merged_into(nk);
+    std::vector<bool> replaced(nk, false);
+    bool any = false;
+    for (const Pair& p : pairs) {
+      if (dead[p.a] || dead[p.b] || replaced[p.a] || replaced[p.b]) continue;
+      FusionVerdict v{round, members_text(prog, ks[p.a]), members_text(prog, ks[p.b]), false, ""};
+      if (indirect_path(p.a, p.b) || indirect_path(p.b, p.a)) {
+        v.reason = "would create a cycle through another kernel or extern call";
+        s.verdicts.push_back(v);
+        continue;
+      }
+      auto result = try_fuse(prog, ks[p.a], ks[p.b]);
+      if (auto* why = std::get_if<std::string>(&result)) {
+        v.reason = *why;
+        s.verdicts.push_back(v);
+        continue;
+      }
+      Kernel k = std::get<Kernel>(std::move(result));
+      std::ostringstream reason;
+      reason << "shares " << p.score << " bytes";
+      v.fused = true;
+      v.reason = reason.str();
+      s.verdicts.push_back(v);
+      k.decisions.push_back("fused {" + v.first + "} + {" + v.second + "}: " + v.reason);
+      int keep = std::min(p.a, p.b), drop = std::max(p.a, p.b);
+      merged_into[keep] = std::move(k);
+      replaced[keep] = true;
+      dead[drop] = true;
+      any = true;
+      // Keep the unit graph current so later cycle checks in this round see the merged unit.
+      succ[keep].insert(succ[drop].begin(), succ[drop].end());
+      succ[keep].erase(keep);
+      succ[keep].erase(drop);
+      succ[drop].clear();
+      for (auto& out : succ) {
+        if (out.erase(drop) && &out != &succ[keep]) out.insert(keep);
+      }
+    }
+    if (!any) break;
+    std::vector<Kernel> next;
+    for (size_t k = 0; k < nk; ++k) {
+      if (dead[k]) continue;
+      next.push_back(replaced[k] ? std::move(merged_into[k]) : std::move(ks[k]));
+    }
+    s.kernels = std::move(next);
+  }
+}
+
+}  // namespace coil::sched

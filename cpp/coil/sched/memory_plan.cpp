@@ -1,0 +1,184 @@
+// Memory plan: launch order, kernel stages, which buffers are stored, when they are allocated and
+// freed, and which freed buffers' memory a new buffer reuses.
+//
+// A buffer stays in registers (is not stored) when it is not a graph output and every reader is in
+// its own kernel at the point it is written: the same stage for inner (per x*r point) values, any
+// later stage for outer (per x point) values. Freed buffers go into a pool keyed by device and
+// dtype and storage bytes; an allocation of the same size takes one from the pool instead of allocating.
+#include <algorithm>
+#include <queue>
+#include <tuple>
+
+#include "coil/sched/schedule.h"
+
+namespace coil::sched {
+
+namespace {
+
+int64_t storage_bytes(const ir::Layout& l) {
+  Expr extent = 1;
+  for (size_t i = 0; i < l.sizes.size(); ++i) extent = extent + (l.sizes[i] - 1) * l.strides[i];
+  auto n = extent.as_int();
+  for (const Expr& s : l.sizes) {
+    if (s == Expr(0)) return 0;
+  }
+  return (n ? *n : -1) * graph::dtype_itemsize(l.dtype);
+}
+
+void assign_stages(const ir::Program& prog, Kernel& k) {
+  k.stages.clear();
+  std::map<std::string, int> member_of;  // buffer name -> member index
+  for (size_t i = 0; i < k.members.size(); ++i) member_of[prog.buffers[k.members[i].buffer].name] = static_cast<int>(i);
+  for (size_t i = 0; i < k.members.size(); ++i) {
+    Member& m = k.members[i];
+    bool new_stage = k.stages.empty() || k.stages.back().inner != m.inner;
+    if (!new_stage && m.inner) {
+      // An inner value that needs a reduction finished in the current loop starts the next loop.
+      for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
+        auto it = member_of.find(a.buffer);
+        if (it == member_of.end()) continue;
+        const Member& dep = k.members[it->second];
+        if (dep.stage == static_cast<int>(k.stages.size()) - 1 && prog.buffers[dep.buffer].is_reduction()) new_stage = true;
+      }
+    }
+    if (new_stage) k.stages.push_back({m.inner, {}});
+    m.stage = static_cast<int>(k.stages.size()) - 1;
+    k.stages.back().members.push_back(static_cast<int>(i));
+  }
+}
+
+}  // namespace
+
+void plan_memory(const ir::Program& prog, Schedule& s) {
+  // Launch order: a topological order of kernels and extern calls, earliest buffer first.
+  size_t nk = s.kernels.size();
+  std::vector<int> unit_of(prog.buffers.size(), -1);
+  std::vector<int> first_buffer(nk + prog.externs.size(), INT32_MAX);
+  for (size_t k = 0; k < nk; ++k) {
+    for (const Member& m : s.kernels[k].members) {
+      unit_of[m.buffer] = static_cast<int>(k);
+      first_buffer[k] = std::min(first_buffer[k], m.buffer);
+    }
+  }
+  for (size_t i = 0; i < prog.buffers.size(); ++i) {
+    const ir::Buffer& b = prog.buffers[i];
+    if (b.kind != ir::Buffer::Kind::Extern) continue;
+    int u = static_cast<int>(nk) + b.extern_id;
+    unit_of[i] = u;
+    first_buffer[u] = std::min(first_buffer[u], static_cast<int>(i));
+  }
+  size_t nunits = nk + prog.externs.size();
+  std::vector<std::set<int>> preds(nunits), succs(nunits), reads(nunits);
+  auto add_read = [&](int unit, const std::string& name) {
+    int bi = prog.buffer_index(name);
+    if (bi < 0) return;
+    reads[unit].insert(bi);
+    int p = unit_of[bi];
+    if (p >= 0 && p != unit) {
+      preds[unit].insert(p);
+      succs[p].insert(unit);
+    }
+  };
+  for (size_t k = 0; k < nk; ++k) {
+    for (const Member& m : s.kernels[k].members) {
+      for (const Access& a : buffer_reads(prog.buffers[m.buffer])) add_read(static_cast<int>(k), a.buffer);
+    }
+  }
+  for (size_t e = 0; e < prog.externs.size(); ++e) {
+    for (const ir::TensorRef& t : prog.externs[e].tensors) add_read(static_cast<int>(nk + e), t.buffer);
+  }
+  using Item = std::pair<int, int>;  // (first buffer, unit)
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
+  std::vector<size_t> waiting(nunits);
+  for (size_t u = 0; u < nunits; ++u) {
+    waiting[u] = preds[u].size();
+    if (!waiting[u]) ready.push({first_buffer[u], static_cast<int>(u)});
+  }
+  s.steps.clear();
+  std::vector<int> step_of_unit(nunits, -1);
+  while (!ready.empty()) {
+    int u = ready.top().second;
+    ready.pop();
+    step_of_unit[u] = static_cast<int>(s.steps.size());
+    s.steps.push_back(u < static_cast<int>(nk) ? Step{Step::Kind::Kernel, u} : Step{Step::Kind::Extern, u - static_cast<int>(nk)});
+    for (int n : succs[u]) {
+      if (--waiting[n] == 0) ready.push({first_buffer[n], n});
+    }
+  }
+  if (s.steps.size() != nunits) throw std::logic_error("plan_memory: kernels and extern calls form a cycle");
+
+  for (size_t k = 0; k < nk; ++k) {
+    s.kernels[k].id = static_cast<int>(k);
+    assign_stages(prog, s.kernels[k]);
+  }
+
+  // Readers of each buffer (as steps), and whether it is a graph output.
+  std::set<std::string> outputs;
+  for (const ir::GraphOutput& o : prog.outputs) {
+    if (!o.is_none) outputs.insert(o.ref.buffer);
+  }
+  std::vector<std::vector<int>> reader_steps(prog.buffers.size());
+  for (size_t u = 0; u < nunits; ++u) {
+    for (int bi : reads[u]) reader_steps[bi].push_back(step_of_unit[u]);
+  }
+
+  s.buffers.clear();
+  for (size_t bi = 0; bi < prog.buffers.size(); ++bi) {
+    const ir::Buffer& b = prog.buffers[bi];
+    if (b.kind == ir::Buffer::Kind::Input) continue;
+    BufferPlan plan;
+    int unit = unit_of[bi];
+    plan.alloc_step = step_of_unit[unit];
+    if (b.kind == ir::Buffer::Kind::Computed && !outputs.count(b.name)) {
+      const Kernel& k = s.kernels[unit];
+      const Member* self = nullptr;
+      for (const Member& m : k.members) {
+        if (m.buffer == static_cast<int>(bi)) self = &m;
+      }
+      bool local = true;
+      for (int step : reader_steps[bi]) local &= step == plan.alloc_step;
+      if (local) {
+        // Same kernel: inner values must be read in their own loop.
+        for (const Member& m : k.members) {
+          bool reads_it = false;
+          for (const Access& a : buffer_reads(prog.buffers[m.buffer])) reads_it |= a.buffer == b.name;
+          if (reads_it && self->inner && m.stage != self->stage) local = false;
+        }
+      }
+      plan.stored = !local;
+    }
+    if (plan.stored && !outputs.count(b.name)) {
+      int last = plan.alloc_step;
+      for (int step : reader_steps[bi]) last = std::max(last, step);
+      plan.free_step = last;
+    }
+    s.buffers[b.name] = plan;
+  }
+
+  // Reuse: walk the steps; buffers freed after step t are available from step t + 1.
+  std::map<std::tuple<std::string, int, int64_t>, std::vector<std::string>> pool;
+  std::map<int, std::vector<std::string>> frees_after;
+  for (const auto& [name, plan] : s.buffers) {
+    if (plan.stored && plan.free_step >= 0) frees_after[plan.free_step].push_back(name);
+  }
+  for (size_t step = 0; step < s.steps.size(); ++step) {
+    if (s.steps[step].kind == Step::Kind::Kernel) {
+      for (const Member& m : s.kernels[s.steps[step].index].members) {
+        const ir::Buffer& b = prog.buffers[m.buffer];
+        BufferPlan& plan = s.buffers[b.name];
+        if (!plan.stored) continue;
+        int64_t bytes = storage_bytes(b.layout);
+        auto it = pool.find({b.layout.device, static_cast<int>(b.layout.dtype), bytes});
+        if (bytes <= 0 || it == pool.end() || it->second.empty()) continue;
+        plan.reuses = it->second.back();
+        it->second.pop_back();
+      }
+    }
+    for (const std::string& name : frees_after[static_cast<int>(step)]) {
+      const ir::Buffer& b = prog.buffer(name);
+      pool[{b.layout.device, static_cast<int>(b.layout.dtype), storage_bytes(b.layout)}].push_back(name);
+    }
+  }
+}
+
+}  // namespace coil::sched

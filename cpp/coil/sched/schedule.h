@@ -1,0 +1,108 @@
+// sched::Schedule — what runs, in which kernel, in which order, and where buffers live.
+//
+// The scheduler takes an ir::Program and produces kernels (groups of computed buffers that run in
+// one loop nest), the order of kernel launches and extern calls, and a memory plan. Every
+// decision carries its reason so that fusion.txt and schedule.txt can say why each kernel looks
+// the way it does.
+//
+// A kernel iterates over x0..x{n-1} (parallel, "outer") and, for reductions, r0..r{m-1}
+// ("inner"). Each member buffer maps its own index variables (v/u) to expressions over the
+// kernel's; members run in topological order, grouped into stages: an inner stage is one loop
+// over the r variables, an outer stage runs once per x point.
+//
+// Passes (one file each): deps.cpp (reads/writes), fusion.cpp (greedy fusion with verdicts),
+// loop_order.cpp (loop order of pointwise kernels), memory_plan.cpp (stages, stored vs local
+// buffers, frees, reuse). Entry point: schedule_program (scheduler.cpp).
+//
+// Tests: tests/cpp/sched/.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coil/ir/program.h"
+
+namespace coil::sched {
+
+using sym::Expr;
+
+Expr xvar(int i);  // x{i}
+Expr rvar(int j);  // r{j}
+
+// A read or write of a buffer at an element index (MemoryDep), or of the whole buffer (StarDep:
+// extern calls), in the index variables of whoever does the access.
+struct Access {
+  std::string buffer;
+  Expr index;
+  bool whole = false;
+};
+
+struct Member {
+  int buffer = -1;       // index into Program::buffers
+  sym::ExprMap var_map;  // v_i / u_j -> expressions over the kernel's x/r variables
+  bool inner = false;    // runs inside the r loop (reductions, and pointwise over x*r)
+  int stage = -1;        // filled by the memory plan
+};
+
+struct Stage {
+  bool inner = false;
+  std::vector<int> members;  // indices into Kernel::members
+};
+
+struct Kernel {
+  int id = -1;
+  std::vector<Expr> xsizes;
+  std::vector<Expr> rsizes;
+  std::vector<Member> members;  // topological (program) order
+  std::vector<Stage> stages;
+  std::vector<std::string> decisions;  // why the kernel looks the way it does
+
+  bool has_reduction() const { return !rsizes.empty(); }
+  sym::RangeEnv range_env() const;
+};
+
+// One step of the program: a kernel launch or an extern call.
+struct Step {
+  enum class Kind { Kernel, Extern };
+  Kind kind;
+  int index;  // Schedule::kernels or Program::externs
+};
+
+struct FusionVerdict {
+  int round = 0;
+  std::string first, second;  // buffer lists of the two kernels
+  bool fused = false;
+  std::string reason;
+};
+
+struct BufferPlan {
+  bool stored = true;      // false: lives only in registers inside its kernel
+  int alloc_step = -1;     // the step before which it is allocated (-1: input)
+  int free_step = -1;      // the step after which it is freed (-1: never: input or output)
+  std::string reuses;      // the freed buffer whose memory it takes, if any
+};
+
+struct Schedule {
+  std::vector<Kernel> kernels;
+  std::vector<Step> steps;
+  std::vector<FusionVerdict> verdicts;
+  std::map<std::string, BufferPlan> buffers;  // every non-input buffer that is kept
+  std::vector<std::string> removed;           // dead buffers dropped before fusion
+
+  std::string fusion_text(const ir::Program& prog) const;    // fusion.txt
+  std::string schedule_text(const ir::Program& prog) const;  // schedule.txt
+  std::string post_fusion_text(const ir::Program& prog) const;  // ir_post_fusion.txt
+};
+
+// ---- passes ----
+std::vector<Access> buffer_reads(const ir::Buffer& b);  // in the buffer's v/u variables
+void remove_dead_buffers(ir::Program& prog, Schedule& s);
+void fuse(const ir::Program& prog, Schedule& s);
+void choose_loop_order(const ir::Program& prog, Schedule& s);
+void plan_memory(const ir::Program& prog, Schedule& s);
+
+Schedule schedule_program(ir::Program& prog);
+
+}  // namespace coil::sched

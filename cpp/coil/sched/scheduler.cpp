@@ -1,0 +1,192 @@
+// The scheduler: dead-buffer removal, one kernel per computed buffer, fusion, loop order, memory
+// plan — and the text forms of its decisions.
+#include <algorithm>
+#include <sstream>
+
+#include "coil/sched/schedule.h"
+
+namespace coil::sched {
+
+namespace {
+
+std::string sizes_text(const std::vector<Expr>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].str();
+  return s + "]";
+}
+
+}  // namespace
+
+void remove_dead_buffers(ir::Program& prog, Schedule& s) {
+  std::set<std::string> live;
+  for (const ir::GraphOutput& o : prog.outputs) {
+    if (!o.is_none) live.insert(o.ref.buffer);
+  }
+  // Extern calls are kept (and with them their inputs): they are few, and a fallback op may be
+  // one whose effects coil cannot see.
+  for (const ir::ExternCall& e : prog.externs) {
+    for (const ir::TensorRef& t : e.tensors) live.insert(t.buffer);
+    for (const std::string& o : e.outputs) live.insert(o);
+  }
+  for (size_t i = prog.buffers.size(); i-- > 0;) {
+    const ir::Buffer& b = prog.buffers[i];
+    if (!live.count(b.name)) continue;
+    for (const Access& a : buffer_reads(b)) live.insert(a.buffer);
+  }
+  std::vector<ir::Buffer> kept;
+  for (ir::Buffer& b : prog.buffers) {
+    if (live.count(b.name) || b.kind != ir::Buffer::Kind::Computed) {
+      kept.push_back(std::move(b));
+    } else {
+      s.removed.push_back(b.name);
+    }
+  }
+  prog.buffers = std::move(kept);
+  prog.rebuild_index();
+}
+
+void choose_loop_order(const ir::Program& prog, Schedule& s) {
+  // Pointwise kernels: the dimension with the smallest stride in the stores goes innermost, so
+  // the inner loop walks memory contiguously (vectorizable, one cache line after another).
+  for (Kernel& k : s.kernels) {
+    if (k.has_reduction() || k.xsizes.size() < 2) continue;
+    std::vector<Expr> xs;
+    for (size_t i = 0; i < k.xsizes.size(); ++i) xs.push_back(xvar(static_cast<int>(i)));
+    std::vector<int64_t> score(xs.size(), 0);  // sum of |stride| over stores; larger = outer
+    bool known = false;
+    for (const Member& m : k.members) {
+      const ir::Buffer& b = prog.buffers[m.buffer];
+      auto aff = sym::as_affine(sym::substitute(b.write_index(), m.var_map), xs);
+      if (!aff) continue;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        auto c = aff->coeffs[i].as_int();
+        if (c) score[i] += *c < 0 ? -*c : *c;
+      }
+      known = true;
+      break;  // the first store decides; fused members share its iteration order
+    }
+    if (!known) continue;
+    std::vector<size_t> order(xs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+    bool identity = true;
+    for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == i;
+    if (identity) continue;
+    sym::ExprMap rename;
+    std::vector<Expr> sizes;
+    for (size_t pos = 0; pos < order.size(); ++pos) {
+      rename[xs[order[pos]]] = xvar(static_cast<int>(pos));
+      sizes.push_back(k.xsizes[order[pos]]);
+    }
+    for (Member& m : k.members) {
+      for (auto& [key, v] : m.var_map) v = sym::substitute(v, rename);
+    }
+    k.xsizes = sizes;
+    std::string perm;
+    for (size_t i : order) perm += (perm.empty() ? "" : ", ") + std::to_string(i);
+    k.decisions.push_back("loop order (" + perm + "): smallest store stride innermost");
+  }
+}
+
+Schedule schedule_program(ir::Program& prog) {
+  Schedule s;
+  remove_dead_buffers(prog, s);
+  for (size_t i = 0; i < prog.buffers.size(); ++i) {
+    const ir::Buffer& b = prog.buffers[i];
+    if (b.kind != ir::Buffer::Kind::Computed) continue;
+    Kernel k;
+    k.xsizes = b.ranges;
+    k.rsizes = b.reduction_ranges;
+    Member m;
+    m.buffer = static_cast<int>(i);
+    m.inner = b.is_reduction();
+    for (size_t d = 0; d < b.ranges.size(); ++d) m.var_map[ir::index_var(static_cast<int>(d))] = xvar(static_cast<int>(d));
+    for (size_t d = 0; d < b.reduction_ranges.size(); ++d) {
+      m.var_map[ir::reduction_var(static_cast<int>(d))] = rvar(static_cast<int>(d));
+    }
+    k.members.push_back(m);
+    s.kernels.push_back(std::move(k));
+  }
+  fuse(prog, s);
+  choose_loop_order(prog, s);
+  plan_memory(prog, s);
+  return s;
+}
+
+std::string Schedule::fusion_text(const ir::Program& prog) const {
+  (void)prog;
+  std::ostringstream out;
+  out << "# Every pair of kernels the fusion pass considered, in order, with its verdict.\n";
+  for (const FusionVerdict& v : verdicts) {
+    out << "round " << v.round << ": {" << v.first << "} + {" << v.second << "}: "
+        << (v.fused ? "fused: " : "not fused: ") << v.reason << "\n";
+  }
+  if (!removed.empty()) {
+    out << "# removed before fusion (no readers):";
+    for (const auto& r : removed) out << " " << r;
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string Schedule::schedule_text(const ir::Program& prog) const {
+  std::ostringstream out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& st = steps[i];
+    if (st.kind == Step::Kind::Extern) {
+      const ir::ExternCall& e = prog.externs[st.index];
+      out << "step " << i << ": " << (e.is_fallback ? "fallback " : "extern ") << e.op << " -> ";
+      for (const auto& o : e.outputs) out << o << " ";
+      out << "(node " << e.origin << ")\n";
+      continue;
+    }
+    const Kernel& k = kernels[st.index];
+    out << "step " << i << ": kernel " << k.id << " over x" << sizes_text(k.xsizes);
+    if (k.has_reduction()) out << " r" << sizes_text(k.rsizes);
+    out << "\n";
+    if (k.has_reduction()) {
+      out << "  reduction strategy: looped (each x point accumulates over r in registers)\n";
+    }
+    for (size_t si = 0; si < k.stages.size(); ++si) {
+      const Stage& stage = k.stages[si];
+      out << "  stage " << si << (stage.inner ? " (loop over r):" : " (per x point):");
+      for (int mi : stage.members) {
+        const ir::Buffer& b = prog.buffers[k.members[mi].buffer];
+        const BufferPlan& plan = buffers.at(b.name);
+        out << " " << b.name << (b.is_reduction() ? "[" + std::string(ir::reduction_name(*b.reduction)) + "]" : "")
+            << (plan.stored ? "" : "(local)");
+      }
+      out << "\n";
+    }
+    for (const std::string& d : k.decisions) out << "  " << d << "\n";
+  }
+  out << "memory:\n";
+  for (const auto& [name, plan] : buffers) {
+    if (!plan.stored) continue;
+    out << "  " << name << ": allocated at step " << plan.alloc_step;
+    if (!plan.reuses.empty()) out << " reusing " << plan.reuses;
+    out << (plan.free_step >= 0 ? ", freed after step " + std::to_string(plan.free_step) : ", kept (output)") << "\n";
+  }
+  return out.str();
+}
+
+std::string Schedule::post_fusion_text(const ir::Program& prog) const {
+  std::ostringstream out;
+  for (const Kernel& k : kernels) {
+    out << "kernel " << k.id << ": x" << sizes_text(k.xsizes);
+    if (k.has_reduction()) out << " r" << sizes_text(k.rsizes);
+    out << "\n";
+    for (const Member& m : k.members) {
+      const ir::Buffer& b = prog.buffers[m.buffer];
+      out << "  " << b.name << (m.inner ? " (inner)" : " (outer)") << " vars:";
+      std::vector<std::pair<std::string, Expr>> vars;
+      for (const auto& [key, v] : m.var_map) vars.push_back({key.str(), v});
+      std::sort(vars.begin(), vars.end());
+      for (const auto& [key, v] : vars) out << " " << key << "=" << v.str();
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace coil::sched

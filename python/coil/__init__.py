@@ -1,0 +1,24 @@
+"""coil: a compiler backend for torch.compile whose core is C++.
+
+    torch.compile(model, backend="coil")
+
+Introspection: coil.compiled_graphs(), coil.reset(); options: coil.config.patch(...);
+replay a saved graph: coil.repro("graph.json") or `python -m coil repro graph.json`.
+"""
+
+from coil import config
+from coil._C import BuildError, GraphError
+from coil.backend import CoilWarning, CompiledGraph, coil_backend, compiled_graphs, reset
+from coil.repro import repro
+
+__all__ = [
+    "BuildError",
+    "CoilWarning",
+    "CompiledGraph",
+    "GraphError",
+    "coil_backend",
+    "compiled_graphs",
+    "config",
+    "repro",
+    "reset",
+]

@@ -1,0 +1,162 @@
+"""The torch.compile backend: Dynamo hands over a graph, AOTAutograd traces it to ATen, and each
+forward/inference graph is compiled by coil's C++ core. Registered through the
+`torch_dynamo_backends` entry point, so `torch.compile(model, backend="coil")` needs no import."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+import tempfile
+import warnings
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from coil import _C, config, fx_import, runtime
+
+
+class CoilWarning(UserWarning):
+    """A graph (or part of one) did not run through coil's own kernels."""
+
+
+@dataclasses.dataclass
+class CompiledGraph:
+    """What coil made of one graph (see coil.compiled_graphs())."""
+
+    graph_id: int
+    kind: str  # "inference", "forward", "backward"
+    kernel_names: list = dataclasses.field(default_factory=list)
+    fallback_ops: list = dataclasses.field(default_factory=list)
+    extern_ops: list = dataclasses.field(default_factory=list)
+    debug_dir: str | None = None
+    eager_fallback: bool = False
+    seconds: dict = dataclasses.field(default_factory=dict)
+
+
+_records: list[CompiledGraph] = []
+_ids = itertools.count()
+
+
+def compiled_graphs() -> list[CompiledGraph]:
+    return list(_records)
+
+
+def reset() -> None:
+    _records.clear()
+    torch._dynamo.reset()
+
+
+def _decompositions():
+    from torch._decomp import core_aten_decompositions
+
+    lowered = set(_C.lowered_ops())
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        if op.name().replace("::", ".") in lowered:
+            continue
+        table[op] = fn
+    return table
+
+
+def _log(opts, artifacts: dict, fallback_ops: list, record: CompiledGraph) -> None:
+    wanted = {
+        "graph": ["graph.txt"],
+        "ir": ["ir_pre_fusion.txt", "ir_post_fusion.txt"],
+        "fusion": ["fusion.txt"],
+        "schedule": ["schedule.txt"],
+        "output_code": ["output_code.py"],
+    }
+    for key, files in wanted.items():
+        if key in opts.logs:
+            for f in files:
+                print(f"[coil] graph {record.graph_id} {f}:\n{artifacts.get(f, '')}", file=sys.stderr)
+    if "fallback" in opts.logs and fallback_ops:
+        print(f"[coil] graph {record.graph_id} fallback ops: {', '.join(fallback_ops)}", file=sys.stderr)
+    if "perf" in opts.logs:
+        times = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in record.seconds.items())
+        print(f"[coil] graph {record.graph_id} compile: {times}", file=sys.stderr)
+
+
+def _debug_dir(opts, record: CompiledGraph) -> str | None:
+    if not opts.debug_dir:
+        return None
+    return os.path.join(opts.debug_dir, f"graph_{record.graph_id}_{record.kind}")
+
+
+def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference"):
+    """Compiles one ATen-level FX graph; returns a boxed callable. Never raises for a graph coil
+    cannot handle: that graph runs eagerly, with a CoilWarning naming the debug folder."""
+    opts = config.options
+    record = CompiledGraph(graph_id=next(_ids), kind=kind)
+    _records.append(record)
+    record.debug_dir = _debug_dir(opts, record)
+    try:
+        graph_json = fx_import.graph_to_json(gm, example_inputs)
+    except fx_import.UnsupportedGraph as e:
+        return _eager(gm, record, f"graph not supported: {e}", None)
+    try:
+        result = _C.compile_graph(graph_json, record.debug_dir or "", f"coil graph {record.graph_id} ({kind})")
+        record.kernel_names = list(result["kernel_names"])
+        record.fallback_ops = list(result["fallback_ops"])
+        record.extern_ops = list(result["extern_ops"])
+        record.seconds = dict(result["seconds"])
+        path = os.path.join(record.debug_dir, "output_code.py") if record.debug_dir else None
+        module = runtime.load_module(result["output_code"], f"coil_graph_{record.graph_id}", path)
+    except Exception as e:  # noqa: BLE001 - any failure must leave the user's program running
+        folder = record.debug_dir or _failure_dir(graph_json, record)
+        return _eager(gm, record, f"{type(e).__name__}: {e}", folder)
+    _log(opts, result["artifacts"], record.fallback_ops, record)
+    call = module.call
+    call._boxed_call = True
+    return call
+
+
+def _failure_dir(graph_json: str, record: CompiledGraph) -> str | None:
+    """Writes the failing graph's artifacts somewhere the user can find them."""
+    folder = tempfile.mkdtemp(prefix=f"coil_failed_graph_{record.graph_id}_")
+    try:
+        _C.compile_graph(graph_json, folder, f"coil graph {record.graph_id} (failed)")
+    except Exception:  # noqa: BLE001 - the graph itself may be what fails
+        with open(os.path.join(folder, "graph.json"), "w") as f:
+            f.write(graph_json)
+    return folder
+
+
+def _eager(gm, record: CompiledGraph, why: str, folder: str | None):
+    record.eager_fallback = True
+    where = f" Debug folder: {folder}" if folder else " Set COIL_DEBUG=1 to keep the graph's artifacts."
+    warnings.warn(f"coil: graph {record.graph_id} runs eagerly ({why}).{where}", CoilWarning, stacklevel=2)
+    return make_boxed_func(gm.forward)
+
+
+def _inference_compiler(gm, example_inputs):
+    return compile_fx_graph(gm, example_inputs, "inference")
+
+
+def _forward_compiler(gm, example_inputs):
+    return compile_fx_graph(gm, example_inputs, "forward")
+
+
+def _backward_compiler(gm, example_inputs):
+    # Backward graphs run eagerly for now (training support is a later step).
+    return make_boxed_func(gm.forward)
+
+
+_aot = None
+
+
+def coil_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The Dynamo backend: AOTAutograd with coil as the forward/inference compiler."""
+    global _aot
+    if _aot is None:
+        _aot = aot_autograd(
+            fw_compiler=_forward_compiler,
+            bw_compiler=_backward_compiler,
+            inference_compiler=_inference_compiler,
+            decompositions=_decompositions(),
+            keep_inference_input_mutations=True,
+        )
+    return _aot(gm, example_inputs, **kwargs)

@@ -1,0 +1,70 @@
+"""Every coil option in one place. Environment variables are read here, once, at import.
+
+COIL_DEBUG=1            write each compiled graph's artifacts under ./coil_debug/run_<time>_<pid>/
+COIL_DEBUG_DIR=path     write them under path instead
+COIL_CACHE_DIR=path     where built kernels are cached (default: a private folder in the temp dir)
+COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, output_code,
+                        fallback, perf (phase timings)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import getpass
+import os
+import tempfile
+import time
+
+
+def _default_cache_dir() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in some containers
+        user = str(os.getuid())
+    return os.path.join(tempfile.gettempdir(), f"coil_{user}")
+
+
+@dataclasses.dataclass
+class Options:
+    debug_dir: str | None = None  # the run's debug folder; each graph gets a subfolder
+    cache_dir: str = dataclasses.field(default_factory=_default_cache_dir)
+    logs: frozenset = frozenset()
+    compiler: str = "g++"
+    inject_build_failure: bool = False  # testing only: break the generated source
+
+
+def _from_env() -> Options:
+    opts = Options()
+    if os.environ.get("COIL_DEBUG_DIR"):
+        opts.debug_dir = os.environ["COIL_DEBUG_DIR"]
+    elif os.environ.get("COIL_DEBUG", "0") not in ("", "0"):
+        stamp = time.strftime("%Y%m%d_%H%M%S")
+        opts.debug_dir = os.path.join(os.getcwd(), "coil_debug", f"run_{stamp}_pid{os.getpid()}")
+    if os.environ.get("COIL_CACHE_DIR"):
+        opts.cache_dir = os.environ["COIL_CACHE_DIR"]
+    logs = os.environ.get("COIL_LOGS", "")
+    opts.logs = frozenset(x.strip() for x in logs.split(",") if x.strip())
+    if os.environ.get("CXX"):
+        opts.compiler = os.environ["CXX"]
+    return opts
+
+
+options = _from_env()
+
+
+@contextlib.contextmanager
+def patch(**changes):
+    """Temporarily change options: `with coil.config.patch(debug_dir=path): ...`."""
+    global options
+    unknown = set(changes) - {f.name for f in dataclasses.fields(Options)}
+    if unknown:
+        raise TypeError(f"coil.config.patch: unknown options {sorted(unknown)}")
+    if "logs" in changes and not isinstance(changes["logs"], frozenset):
+        changes["logs"] = frozenset(changes["logs"])
+    saved = options
+    options = dataclasses.replace(options, **changes)
+    try:
+        yield options
+    finally:
+        options = saved

@@ -1,0 +1,33 @@
+"""Loading what the compiler generated: kernel libraries (through the C++ build cache) and the
+wrapper module of each graph."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from coil import _C, config
+
+
+def load_cpp(source: str):
+    """Builds (or finds in the cache) the shared library for `source` and loads it."""
+    opts = config.options
+    built = _C.build_shared_library(
+        source,
+        cache_dir=opts.cache_dir,
+        compiler=opts.compiler,
+        inject_build_failure=opts.inject_build_failure,
+    )
+    if "perf" in opts.logs:
+        state = "cache hit" if built["cache_hit"] else f"built in {built['seconds']:.2f} s"
+        print(f"[coil] kernels: {built['so_path']} ({state})", file=sys.stderr)
+    return _C.KernelLibrary(built["so_path"])
+
+
+def load_module(source: str, name: str, path: str | None = None) -> types.ModuleType:
+    """Executes a generated output_code.py source as a module."""
+    module = types.ModuleType(name)
+    module.__file__ = path or f"<coil {name}>"
+    code = compile(source, module.__file__, "exec")
+    exec(code, module.__dict__)
+    return module
