@@ -13,6 +13,8 @@ namespace nb = nanobind;
 void bind_runtime(nb::module_& m);  // runtime_bindings.cpp
 
 NB_MODULE(_C, m) {
+  // Kernel libraries referenced by generated modules live until interpreter exit by design.
+  nb::set_leak_warnings(false);
   m.doc() = "coil's C++ core: graph import, lowering, scheduling, code generation, kernel runtime";
   static nb::exception<coil::graph::GraphError> graph_error(m, "GraphError", PyExc_ValueError);
 

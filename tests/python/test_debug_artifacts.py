@@ -106,11 +106,13 @@ def test_output_code_names_the_kernels(softmax_debug):
     assert not missing, f"output_code.py does not mention kernels {missing}"
 
 
-def test_kernel_sources_are_named_after_kernels(softmax_debug):
+def test_every_kernel_has_a_source(softmax_debug):
+    # each kernel name is findable among the sources: as a file name or inside a file
     rec, folder = softmax_debug
-    text = "\n".join(p.read_text() for p in folder.rglob("*.cpp"))
-    missing = [k for k in rec.kernel_names if k not in text]
-    assert not missing, f"no kernel source defines {missing}"
+    sources = sorted(folder.rglob("*.cpp"))
+    missing = [k for k in rec.kernel_names
+               if not any(k in p.name or k in p.read_text() for p in sources)]
+    assert not missing, f"no kernel source for {missing}: {[p.name for p in sources]}"
 
 
 def test_kernel_header_comment_names_graph_nodes(softmax_debug):

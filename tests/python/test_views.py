@@ -61,8 +61,8 @@ def test_view_of_intermediate(name):
                                   "select_neg", "narrow", "unflatten", "diagonal", "index_none"])
 def test_pointwise_on_view(name):
     f = VIEW_FNS[name]
-    check(lambda x: f(x).exp() * 2, make_tensor((3, 4, 8)))
-    check(lambda x, y: f(x) + f(y).sigmoid(), make_tensor((3, 4, 8)), make_tensor((3, 4, 8)))
+    check(lambda x, y: (f(x).exp() * 2, f(x) + f(y).sigmoid()), make_tensor((3, 4, 8)),
+          make_tensor((3, 4, 8)))
 
 
 def test_t():

@@ -22,7 +22,9 @@ void for_each_ref(const Node& n, const std::function<void(int)>& f) {
   }
 }
 
-std::string label(const Node& n) { return "node '" + n.name + "' (#" + std::to_string(n.id) + ")"; }
+std::string label(const Node& n) {
+  return "node '" + n.name + "' (#" + std::to_string(n.id) + ")";
+}
 
 bool valid_scalar_type(const std::string& t) {
   return t.empty() || t == "int" || t == "float" || t == "symint";
@@ -187,12 +189,16 @@ void Graph::validate() const {
                        std::to_string(it->second) + " and #" + std::to_string(i));
     }
     switch (n.kind) {
-      case NodeKind::Placeholder: check_placeholder(n, after_call); break;
+      case NodeKind::Placeholder:
+        check_placeholder(n, after_call);
+        break;
       case NodeKind::Call:
         after_call = true;
         check_call(n);
         break;
-      case NodeKind::Output: check_output(n, nodes_.size()); break;
+      case NodeKind::Output:
+        check_output(n, nodes_.size());
+        break;
     }
     if (n.kind != NodeKind::Call && !n.stack_trace.empty()) {
       throw GraphError(label(n) + " has a stack trace; only call nodes carry one");

@@ -77,14 +77,29 @@ void dump_string(const std::string& s, std::string& out) {
     }
     ++i;
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20) {
       out += "\\u00";
@@ -99,9 +114,15 @@ void dump_string(const std::string& s, std::string& out) {
 
 void dump_scalar(const Json& v, std::string& out) {
   switch (v.type()) {
-    case Json::Type::Null: out += "null"; return;
-    case Json::Type::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Json::Type::Int: out += std::to_string(v.as_int()); return;
+    case Json::Type::Null:
+      out += "null";
+      return;
+    case Json::Type::Bool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Json::Type::Int:
+      out += std::to_string(v.as_int());
+      return;
     case Json::Type::Double:
       if (!std::isfinite(v.as_double())) {
         throw JsonError("cannot write the non-finite number " + format_double(v.as_double()) +
@@ -109,9 +130,12 @@ void dump_scalar(const Json& v, std::string& out) {
       }
       out += format_double(v.as_double());
       return;
-    case Json::Type::String: dump_string(v.as_string(), out); return;
+    case Json::Type::String:
+      dump_string(v.as_string(), out);
+      return;
     case Json::Type::Array:
-    case Json::Type::Object: break;
+    case Json::Type::Object:
+      break;
   }
   throw JsonError("dump_scalar called on a container");
 }
@@ -401,16 +425,35 @@ class Parser {
       char e = peek();
       ++pos_;
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': parse_unicode_escape(out, escape_pos); break;
-        default: fail_at(escape_pos, "invalid escape sequence in string");
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          parse_unicode_escape(out, escape_pos);
+          break;
+        default:
+          fail_at(escape_pos, "invalid escape sequence in string");
       }
     }
   }
@@ -543,33 +586,51 @@ const Json* Json::find(std::string_view key) const {
 bool Json::operator==(const Json& o) const {
   if (type_ != o.type_) return false;
   switch (type_) {
-    case Type::Null: return true;
-    case Type::Bool: return b_ == o.b_;
-    case Type::Int: return i_ == o.i_;
-    case Type::Double: return d_ == o.d_;
-    case Type::String: return s_ == o.s_;
-    case Type::Array: return items_ == o.items_;
-    case Type::Object: return keys_ == o.keys_ && items_ == o.items_;
+    case Type::Null:
+      return true;
+    case Type::Bool:
+      return b_ == o.b_;
+    case Type::Int:
+      return i_ == o.i_;
+    case Type::Double:
+      return d_ == o.d_;
+    case Type::String:
+      return s_ == o.s_;
+    case Type::Array:
+      return items_ == o.items_;
+    case Type::Object:
+      return keys_ == o.keys_ && items_ == o.items_;
   }
   return false;
 }
 
 const char* json_type_name(Json::Type t) {
   switch (t) {
-    case Json::Type::Null: return "null";
-    case Json::Type::Bool: return "bool";
-    case Json::Type::Int: return "integer";
-    case Json::Type::Double: return "number";
-    case Json::Type::String: return "string";
-    case Json::Type::Array: return "array";
-    case Json::Type::Object: return "object";
+    case Json::Type::Null:
+      return "null";
+    case Json::Type::Bool:
+      return "bool";
+    case Json::Type::Int:
+      return "integer";
+    case Json::Type::Double:
+      return "number";
+    case Json::Type::String:
+      return "string";
+    case Json::Type::Array:
+      return "array";
+    case Json::Type::Object:
+      return "object";
   }
   return "?";
 }
 
-Json parse_json(std::string_view text) { return Parser(text).parse_document(); }
+Json parse_json(std::string_view text) {
+  return Parser(text).parse_document();
+}
 
-std::string dump_json(const Json& v, int indent) { return Dumper(indent).run(v); }
+std::string dump_json(const Json& v, int indent) {
+  return Dumper(indent).run(v);
+}
 
 std::string format_double(double v) {
   if (std::isnan(v)) return "nan";
@@ -600,7 +661,8 @@ std::string format_double(double v) {
   }
   if (exp < 0) return sign + "0." + std::string(size_t(-exp - 1), '0') + digits;
   size_t int_len = size_t(exp) + 1;
-  if (digits.size() <= int_len) return sign + digits + std::string(int_len - digits.size(), '0') + ".0";
+  if (digits.size() <= int_len)
+    return sign + digits + std::string(int_len - digits.size(), '0') + ".0";
   return sign + digits.substr(0, int_len) + "." + digits.substr(int_len);
 }
 

@@ -38,14 +38,14 @@ class Json {
  public:
   enum class Type : uint8_t { Null, Bool, Int, Double, String, Array, Object };
 
-  Json() = default;  // null
-  Json(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
-  Json(bool v) : type_(Type::Bool), b_(v) {}  // NOLINT
-  Json(int v) : type_(Type::Int), i_(v) {}  // NOLINT
-  Json(int64_t v) : type_(Type::Int), i_(v) {}  // NOLINT
+  Json() = default;                               // null
+  Json(std::nullptr_t) {}                         // NOLINT(google-explicit-constructor)
+  Json(bool v) : type_(Type::Bool), b_(v) {}      // NOLINT
+  Json(int v) : type_(Type::Int), i_(v) {}        // NOLINT
+  Json(int64_t v) : type_(Type::Int), i_(v) {}    // NOLINT
   Json(double v) : type_(Type::Double), d_(v) {}  // NOLINT
   Json(std::string v) : type_(Type::String), s_(std::move(v)) {}  // NOLINT
-  Json(const char* v) : type_(Type::String), s_(v) {}  // NOLINT
+  Json(const char* v) : type_(Type::String), s_(v) {}             // NOLINT
 
   static Json array(std::vector<Json> items = {});
   static Json object();

@@ -21,9 +21,12 @@ constexpr int64_t kVersion = 1;
 
 const char* node_kind_name(NodeKind k) {
   switch (k) {
-    case NodeKind::Placeholder: return "placeholder";
-    case NodeKind::Call: return "call";
-    case NodeKind::Output: return "output";
+    case NodeKind::Placeholder:
+      return "placeholder";
+    case NodeKind::Call:
+      return "call";
+    case NodeKind::Output:
+      return "output";
   }
   return "?";
 }
@@ -31,18 +34,29 @@ const char* node_kind_name(NodeKind k) {
 // Tags of the binary-or-more expression kinds, shared by writer and reader.
 const char* expr_tag(sym::Kind k) {
   switch (k) {
-    case sym::Kind::Add: return "add";
-    case sym::Kind::Mul: return "mul";
-    case sym::Kind::FloorDiv: return "floordiv";
-    case sym::Kind::Mod: return "mod";
-    case sym::Kind::Min: return "min";
-    case sym::Kind::Max: return "max";
-    case sym::Kind::Lt: return "lt";
-    case sym::Kind::Le: return "le";
-    case sym::Kind::Eq: return "eq";
-    case sym::Kind::Ne: return "ne";
+    case sym::Kind::Add:
+      return "add";
+    case sym::Kind::Mul:
+      return "mul";
+    case sym::Kind::FloorDiv:
+      return "floordiv";
+    case sym::Kind::Mod:
+      return "mod";
+    case sym::Kind::Min:
+      return "min";
+    case sym::Kind::Max:
+      return "max";
+    case sym::Kind::Lt:
+      return "lt";
+    case sym::Kind::Le:
+      return "le";
+    case sym::Kind::Eq:
+      return "eq";
+    case sym::Kind::Ne:
+      return "ne";
     case sym::Kind::Int:
-    case sym::Kind::Symbol: break;
+    case sym::Kind::Symbol:
+      break;
   }
   return nullptr;
 }
@@ -94,17 +108,25 @@ Json tagged(const char* tag, Json v) {
 Json arg_to_json(const Arg& a, const Graph& g, int depth) {
   check_write_depth(depth);
   switch (a.kind) {
-    case Arg::Kind::None: return Json();
-    case Arg::Kind::Bool: return tagged("bool", a.b);
-    case Arg::Kind::Int: return tagged("int", a.i);
+    case Arg::Kind::None:
+      return Json();
+    case Arg::Kind::Bool:
+      return tagged("bool", a.b);
+    case Arg::Kind::Int:
+      return tagged("int", a.i);
     case Arg::Kind::Float:
       if (std::isfinite(a.f)) return tagged("float", a.f);
       return tagged("float", format_double(a.f));
-    case Arg::Kind::Str: return tagged("str", a.s);
-    case Arg::Kind::DType: return tagged("dtype", dtype_name(a.dtype));
-    case Arg::Kind::Enum: return tagged("enum", a.s);
-    case Arg::Kind::Sym: return tagged("sym", expr_to_json(a.sym, depth + 1));
-    case Arg::Kind::Node: return tagged("node", g.node(a.node).name);
+    case Arg::Kind::Str:
+      return tagged("str", a.s);
+    case Arg::Kind::DType:
+      return tagged("dtype", dtype_name(a.dtype));
+    case Arg::Kind::Enum:
+      return tagged("enum", a.s);
+    case Arg::Kind::Sym:
+      return tagged("sym", expr_to_json(a.sym, depth + 1));
+    case Arg::Kind::Node:
+      return tagged("node", g.node(a.node).name);
     case Arg::Kind::List: {
       Json items = Json::array();
       for (const Arg& item : a.list) items.push_back(arg_to_json(item, g, depth + 1));
@@ -155,7 +177,9 @@ Json node_to_json(const Node& n, const Graph& g) {
       obj.set("stack_trace", n.stack_trace);
       break;
     }
-    case NodeKind::Output: obj.set("args", args_to_json(n.args, g)); break;
+    case NodeKind::Output:
+      obj.set("args", args_to_json(n.args, g));
+      break;
   }
   return obj;
 }
@@ -238,8 +262,7 @@ void Reader::expect_type(const Json& v, Json::Type t, const std::string& what) {
   fail(what + " must be a JSON " + json_type_name(t) + ", found " + json_type_name(v.type()));
 }
 
-std::string Reader::read_string(const Json& obj, const char* key, const char* what,
-                                bool required) {
+std::string Reader::read_string(const Json& obj, const char* key, const char* what, bool required) {
   const Json* v = obj.find(key);
   if (!v && required) fail(std::string("missing required field \"") + key + "\" in " + what);
   if (!v) return "";
@@ -288,8 +311,7 @@ void Reader::read_node(const Json& j, Graph& g) {
   std::string name = read_string(j, "name", "a node", true);
   if (name.empty()) fail("\"name\" is empty; every node needs a name");
   path_.back() += " ('" + name + "')";
-  check_keys(j,
-             {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace"},
+  check_keys(j, {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace"},
              "a node");
   if (ids_.count(name)) {
     fail("duplicate node name '" + name + "' (also node #" + std::to_string(ids_.at(name)) +
@@ -396,9 +418,17 @@ sym::Expr Reader::read_compound_expr(const Json& j, sym::Kind kind,
         return sum;
       }
       case sym::Kind::Mul: {
-        sym::Expr product = constant("coeff", 1);
-        for (const sym::Expr& op : ops) product = product * op;
-        return product;
+        // sym distributes a monomial times a sum but keeps a product of sums, so a canonical
+        // s0*(s1 + 1)*(s2 + 1) only comes back when the sums are multiplied together first.
+        // The coefficient goes last for the same reason.
+        std::optional<sym::Expr> product;
+        for (bool sums : {true, false}) {
+          for (const sym::Expr& op : ops) {
+            if ((op.kind() == sym::Kind::Add) != sums) continue;
+            product = product ? *product * op : op;
+          }
+        }
+        return *product * sym::Expr(constant("coeff", 1));
       }
       case sym::Kind::Min:
       case sym::Kind::Max: {
@@ -408,14 +438,21 @@ sym::Expr Reader::read_compound_expr(const Json& j, sym::Kind kind,
         }
         return acc;
       }
-      case sym::Kind::FloorDiv: return sym::floordiv(ops[0], ops[1]);
-      case sym::Kind::Mod: return sym::mod(ops[0], ops[1]);
-      case sym::Kind::Lt: return sym::lt(ops[0], ops[1]);
-      case sym::Kind::Le: return sym::le(ops[0], ops[1]);
-      case sym::Kind::Eq: return sym::eq(ops[0], ops[1]);
-      case sym::Kind::Ne: return sym::ne(ops[0], ops[1]);
+      case sym::Kind::FloorDiv:
+        return sym::floordiv(ops[0], ops[1]);
+      case sym::Kind::Mod:
+        return sym::mod(ops[0], ops[1]);
+      case sym::Kind::Lt:
+        return sym::lt(ops[0], ops[1]);
+      case sym::Kind::Le:
+        return sym::le(ops[0], ops[1]);
+      case sym::Kind::Eq:
+        return sym::eq(ops[0], ops[1]);
+      case sym::Kind::Ne:
+        return sym::ne(ops[0], ops[1]);
       case sym::Kind::Int:
-      case sym::Kind::Symbol: break;
+      case sym::Kind::Symbol:
+        break;
     }
   } catch (const GraphError&) {
     throw;
@@ -482,9 +519,9 @@ Arg Reader::read_arg(const Json& j) {
   if (j.is_null()) return Arg::none();
   if (!j.is_object() || j.size() != 1) {
     fail(std::string("an argument must be null or an object with exactly one tag, such as ") +
-         "{\"int\": 3}; found " + (j.is_object() ? "an object with " + std::to_string(j.size()) +
-                                                       " keys"
-                                                 : std::string(json_type_name(j.type()))));
+         "{\"int\": 3}; found " +
+         (j.is_object() ? "an object with " + std::to_string(j.size()) + " keys"
+                        : std::string(json_type_name(j.type()))));
   }
   return read_tagged_arg(j.keys()[0], j.items()[0]);
 }
@@ -537,7 +574,8 @@ Arg Reader::read_float(const Json& v) {
     if (s == "nan") return Arg::floating(std::numeric_limits<double>::quiet_NaN());
   }
   fail(std::string("the value of \"float\" must be a number or one of \"inf\", \"-inf\", ") +
-       "\"nan\"; found " + (v.is_string() ? "\"" + v.as_string() + "\"" : json_type_name(v.type())));
+       "\"nan\"; found " +
+       (v.is_string() ? "\"" + v.as_string() + "\"" : json_type_name(v.type())));
 }
 
 Arg Reader::read_node_ref(const Json& v) {

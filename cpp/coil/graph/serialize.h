@@ -23,8 +23,8 @@
 //     device defaults to "cpu" and offset to 0 when absent.
 //   ARG: null (None) or an object with one tag:
 //     {"int": 3}  {"float": 1.5}  {"float": "inf"|"-inf"|"nan"}  {"bool": true}  {"str": "tanh"}
-//     {"dtype": "float32"}  {"enum": "torch.strided"}  {"sym": E}  {"node": "add"}  {"list": [ARG...]}
-//     A node is referenced by name and must come earlier in "nodes".
+//     {"dtype": "float32"}  {"enum": "torch.strided"}  {"sym": E}  {"node": "add"}  {"list":
+//     [ARG...]} A node is referenced by name and must come earlier in "nodes".
 //   E (a sym::Expr): an integer, or
 //     {"sym": "s0"}  {"add": [E...], "const": k}  {"mul": [E...], "coeff": k}
 //     {"floordiv": [E, E]}  {"mod": [E, E]}  {"min": [E, E...]}  {"max": [E, E...]}

@@ -9,16 +9,26 @@ namespace {
 
 const char* dtype_tag(DType d) {
   switch (d) {
-    case DType::Bool: return "b8";
-    case DType::UInt8: return "u8";
-    case DType::Int8: return "i8";
-    case DType::Int16: return "i16";
-    case DType::Int32: return "i32";
-    case DType::Int64: return "i64";
-    case DType::Float16: return "f16";
-    case DType::BFloat16: return "bf16";
-    case DType::Float32: return "f32";
-    case DType::Float64: return "f64";
+    case DType::Bool:
+      return "b8";
+    case DType::UInt8:
+      return "u8";
+    case DType::Int8:
+      return "i8";
+    case DType::Int16:
+      return "i16";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::Float16:
+      return "f16";
+    case DType::BFloat16:
+      return "bf16";
+    case DType::Float32:
+      return "f32";
+    case DType::Float64:
+      return "f64";
   }
   return "?";
 }
@@ -38,12 +48,23 @@ std::string quote(const std::string& s) {
   std::string out = "'";
   for (unsigned char c : s) {
     switch (c) {
-      case '\'': out += "\\'"; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      default: break;
+      case '\'':
+        out += "\\'";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || c == 0x7F) {
       out += "\\x";
@@ -106,14 +127,22 @@ std::string meta_to_text(const TensorMeta& m) {
 // Lists nest only as deep as the op's schema (list of lists at most), so recursion is shallow.
 std::string arg_to_text(const Arg& a, const Graph& g) {
   switch (a.kind) {
-    case Arg::Kind::None: return "None";
-    case Arg::Kind::Bool: return a.b ? "True" : "False";
-    case Arg::Kind::Int: return std::to_string(a.i);
-    case Arg::Kind::Float: return format_double(a.f);
-    case Arg::Kind::Str: return quote(a.s);
-    case Arg::Kind::DType: return std::string("torch.") + dtype_name(a.dtype);
-    case Arg::Kind::Enum: return a.s;
-    case Arg::Kind::Sym: return a.sym.str();
+    case Arg::Kind::None:
+      return "None";
+    case Arg::Kind::Bool:
+      return a.b ? "True" : "False";
+    case Arg::Kind::Int:
+      return std::to_string(a.i);
+    case Arg::Kind::Float:
+      return format_double(a.f);
+    case Arg::Kind::Str:
+      return quote(a.s);
+    case Arg::Kind::DType:
+      return std::string("torch.") + dtype_name(a.dtype);
+    case Arg::Kind::Enum:
+      return a.s;
+    case Arg::Kind::Sym:
+      return a.sym.str();
     case Arg::Kind::Node:
       if (a.node < 0 || size_t(a.node) >= g.nodes().size()) {
         return "%<invalid node #" + std::to_string(a.node) + ">";

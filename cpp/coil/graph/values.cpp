@@ -46,7 +46,9 @@ bool same_float(double a, double b) {
 
 }  // namespace
 
-const char* dtype_name(DType d) { return info(d).name; }
+const char* dtype_name(DType d) {
+  return info(d).name;
+}
 
 std::optional<DType> dtype_from_name(const std::string& name) {
   for (const DTypeInfo& row : kDTypes) {
@@ -55,11 +57,12 @@ std::optional<DType> dtype_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-int dtype_itemsize(DType d) { return info(d).itemsize; }
+int dtype_itemsize(DType d) {
+  return info(d).itemsize;
+}
 
 bool is_floating(DType d) {
-  return d == DType::Float16 || d == DType::BFloat16 || d == DType::Float32 ||
-         d == DType::Float64;
+  return d == DType::Float16 || d == DType::BFloat16 || d == DType::Float32 || d == DType::Float64;
 }
 
 bool is_integral(DType d) {
@@ -67,7 +70,9 @@ bool is_integral(DType d) {
          d == DType::Int64;
 }
 
-const char* dtype_cpp_type(DType d) { return info(d).cpp_type; }
+const char* dtype_cpp_type(DType d) {
+  return info(d).cpp_type;
+}
 
 sym::Expr TensorMeta::numel() const {
   sym::Expr n = 1;
@@ -146,16 +151,25 @@ Arg Arg::list_of(std::vector<Arg> items) {
 bool Arg::operator==(const Arg& o) const {
   if (kind != o.kind) return false;
   switch (kind) {
-    case Kind::None: return true;
-    case Kind::Bool: return b == o.b;
-    case Kind::Int: return i == o.i;
-    case Kind::Float: return same_float(f, o.f);
+    case Kind::None:
+      return true;
+    case Kind::Bool:
+      return b == o.b;
+    case Kind::Int:
+      return i == o.i;
+    case Kind::Float:
+      return same_float(f, o.f);
     case Kind::Str:
-    case Kind::Enum: return s == o.s;
-    case Kind::DType: return dtype == o.dtype;
-    case Kind::Sym: return sym == o.sym;
-    case Kind::Node: return node == o.node;
-    case Kind::List: return list == o.list;
+    case Kind::Enum:
+      return s == o.s;
+    case Kind::DType:
+      return dtype == o.dtype;
+    case Kind::Sym:
+      return sym == o.sym;
+    case Kind::Node:
+      return node == o.node;
+    case Kind::List:
+      return list == o.list;
   }
   return false;
 }

@@ -201,8 +201,8 @@ TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strid
   buf.layout.fixed = fixed;
   buf.ranges = box.sizes;
   buf.body = box.body;
+  // The box's own origins: realizing an extern call's input does not make the call an origin.
   buf.origins = box.origins;
-  if (current_) buf.origins.insert(current_->name);
   prog_.buffers.push_back(buf);
   return read_buffer(buf.name, buf.layout);
 }
@@ -312,14 +312,18 @@ void Lowering::lower_node(const graph::Node& n) {
   }
   if (!lowered) out = add_extern(n, /*is_fallback=*/true);
   for (TensorBox& b : out) {
-    b.origins.insert(n.name);
+    // Results of extern calls are plain buffer reads: the node is the extern's origin, not theirs.
+    auto view = as_strided_view(b);
+    bool extern_result = view && prog_.buffer_index(view->buffer) >= 0 &&
+                         prog_.buffers[prog_.buffer_index(view->buffer)].kind == ir::Buffer::Kind::Extern;
+    if (!extern_result) b.origins.insert(n.name);
     apply_realize_policy(b, static_cast<int>(g_.users(n.id).size()));
   }
   values_[n.id] = std::move(out);
 }
 
 void Lowering::lower_outputs(const graph::Node& out) {
-  current_ = &out;
+  current_ = nullptr;  // the output node is not an origin of anything
   const std::vector<graph::Arg>* items = &out.args;
   if (out.args.size() == 1 && out.args[0].kind == graph::Arg::Kind::List) items = &out.args[0].list;
   for (const graph::Arg& a : *items) {

@@ -25,10 +25,12 @@ std::vector<Expr> broadcast_index(const TensorBox& box, const std::vector<Expr>&
 }
 
 Value read_operand(const Lowering& L, const Arg& a, const std::vector<Expr>& out_sizes,
-                   const std::vector<Expr>& idx, DType d) {
+                   const std::vector<Expr>& idx, DType d, std::optional<DType> common) {
   if (a.kind != Arg::Kind::Node) return L.scalar(a, d);
   const TensorBox& b = L.box(a);
-  return ir::cast(b.load(broadcast_index(b, out_sizes, idx)), d);
+  Value v = b.load(broadcast_index(b, out_sizes, idx));
+  if (common) v = ir::cast(v, *common);
+  return ir::cast(v, d);
 }
 
 std::set<std::string> inlined_origins(const Lowering& L, const std::vector<const Arg*>& inputs) {
@@ -43,11 +45,11 @@ std::set<std::string> inlined_origins(const Lowering& L, const std::vector<const
 }
 
 TensorBox make_pointwise(const Lowering& L, const Node& n, const std::vector<const Arg*>& inputs,
-                         DType compute, const PointwiseFn& fn) {
+                         DType compute, const PointwiseFn& fn, std::optional<DType> common) {
   const graph::TensorMeta& m = L.meta(n);
   std::vector<Expr> idx = ir::index_vars(m.rank());
   std::vector<Value> vals;
-  for (const Arg* a : inputs) vals.push_back(read_operand(L, *a, m.sizes, idx, compute));
+  for (const Arg* a : inputs) vals.push_back(read_operand(L, *a, m.sizes, idx, compute, common));
   TensorBox out;
   out.dtype = m.dtype;
   out.device = m.device;
@@ -85,6 +87,13 @@ Value gelu_tanh(Value x) {
 // The dtype an op computes in: float math for float outputs, the promoted input type otherwise.
 DType compute_dtype_for_output(const Lowering& L, const Node& n) { return opmath(L.meta(n).dtype); }
 
+// The dtype eager converts tensor operands to (torch.result_type of the operands).
+DType common_dtype(const Lowering& L, const std::vector<const Arg*>& inputs) {
+  std::vector<Operand> ops;
+  for (const Arg* a : inputs) ops.push_back(L.operand(*a));
+  return promote(ops);
+}
+
 DType promoted_inputs(const Lowering& L, const std::vector<const Arg*>& inputs) {
   std::vector<Operand> ops;
   for (const Arg* a : inputs) ops.push_back(L.operand(*a));
@@ -101,7 +110,7 @@ std::vector<const Arg*> positional(const Node& n, size_t count) {
 void reg_math(Registry& r, const std::string& target, size_t arity, PointwiseFn fn) {
   r[target] = [arity, fn](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     auto inputs = positional(n, arity);
-    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), fn)};
+    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), fn, common_dtype(L, inputs))};
   };
 }
 
@@ -115,7 +124,8 @@ void reg_compare(Registry& r, const std::string& name, Op op) {
     r["aten." + name + overload] = [op](Lowering& L, const Node& n) -> std::vector<TensorBox> {
       auto inputs = positional(n, 2);
       return {make_pointwise(L, n, inputs, promoted_inputs(L, inputs),
-                             [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); })};
+                             [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); },
+                             common_dtype(L, inputs))};
     };
   }
 }
@@ -140,7 +150,7 @@ void reg_add_sub(Registry& r, const std::string& name, Op op) {
       return {make_pointwise(L, n, inputs, d, [op](const std::vector<Value>& v) {
         Value b = v.size() > 2 ? ir::mul(v[1], v[2]) : v[1];
         return ir::binary(op, v[0], b);
-      })};
+      }, common_dtype(L, positional(n, 2)))};
     };
   }
 }

@@ -154,10 +154,10 @@ std::vector<TensorBox> lower_sum(Lowering& L, const Node& n, bool mean) {
   return {out};
 }
 
-std::vector<TensorBox> lower_minmax(Lowering& L, const Node& n, ReductionType type) {
+// amax/amin take dims (empty = all); max.default/min.default reduce everything.
+std::vector<TensorBox> lower_minmax(Lowering& L, const Node& n, ReductionType type, bool all_dims) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
-  bool all_dims = n.target.find(".default") != std::string::npos;
   ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()), all_dims ? false : flag(L, n, 2, "keepdim")};
   DType acc = opmath(x.dtype);
   return {with_dtype(reduce(L, x, spec, type, acc, acc), m.dtype)};
@@ -244,9 +244,41 @@ std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
   return {out};
 }
 
+// native_layer_norm: (x - mean) * rsqrt(var + eps) * weight + bias over the trailing dims, with
+// mean and rstd as extra outputs (what backward needs).
+std::vector<TensorBox> lower_layer_norm(Lowering& L, const Node& n) {
+  const TensorBox& x = L.box_of(n, 0);
+  size_t k = L.int_list(n.args.at(1)).size();
+  std::vector<Arg> dims;
+  for (size_t d = x.rank() - k; d < x.rank(); ++d) dims.push_back(Arg::integer(static_cast<int64_t>(d)));
+  Arg dim_arg = Arg::list_of(dims);
+  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, 0.0, /*keepdim=*/true);
+  DType acc = opmath(x.dtype);
+  const Arg* eps_arg = L.arg(n, 4, "eps");
+  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
+  TensorBox rstd = var;
+  rstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
+  const graph::TensorMeta& m = L.meta(n, 0);
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), mean.load(broadcast_index(mean, x.sizes, idx))),
+                    rstd.load(broadcast_index(rstd, x.sizes, idx)));
+  std::set<std::string> origins = x.origins;
+  for (size_t i : {2, 3}) {
+    const Arg* a = L.arg(n, i, i == 2 ? "weight" : "bias");
+    if (!a || a->is_none()) continue;
+    const TensorBox& p = L.box(*a);
+    Value pv = ir::cast(p.load(broadcast_index(p, x.sizes, idx)), acc);
+    y = i == 2 ? ir::mul(y, pv) : ir::add(y, pv);
+    origins.insert(p.origins.begin(), p.origins.end());
+  }
+  TensorBox out{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins};
+  return {out, with_dtype(mean, L.meta(n, 1).dtype), with_dtype(rstd, L.meta(n, 2).dtype)};
+}
+
 }  // namespace
 
 void register_reductions(Registry& r) {
+  r["aten.native_layer_norm.default"] = lower_layer_norm;
   for (const char* name : {"aten.sum.dim_IntList", "aten.sum.default"}) {
     r[name] = [](Lowering& L, const Node& n) { return lower_sum(L, n, false); };
   }
@@ -266,10 +298,10 @@ void register_reductions(Registry& r) {
     DType acc = acc_dtype(x.dtype, m.dtype);
     return {with_dtype(reduce(L, x, {reduce_dims(L, nullptr, x.rank()), false}, ReductionType::Prod, acc, acc), m.dtype)};
   };
-  r["aten.amax.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max); };
-  r["aten.amin.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min); };
-  r["aten.max.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max); };
-  r["aten.min.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min); };
+  r["aten.amax.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max, false); };
+  r["aten.amin.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min, false); };
+  r["aten.max.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max, true); };
+  r["aten.min.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min, true); };
   r["aten.argmax.default"] = [](Lowering& L, const Node& n) { return lower_arg(L, n, ReductionType::ArgMax); };
   r["aten.argmin.default"] = [](Lowering& L, const Node& n) { return lower_arg(L, n, ReductionType::ArgMin); };
   for (auto [name, val, arg] : {std::tuple{"aten.max.dim", ReductionType::Max, ReductionType::ArgMax},

@@ -182,6 +182,9 @@ Expr make_term(int64_t coeff, const Expr& base) {
   return make_node(Kind::Mul, coeff, {base});
 }
 
+std::optional<Monomial> divisor_monomial(const Expr& b);
+bool has_sum_factor(const Expr& e);
+
 // Accumulates constant + sum of coeff * base, merging like terms; build() gives the canonical
 // Add (terms ordered by their base, so a term keeps its place when its coefficient changes).
 class SumBuilder {
@@ -201,7 +204,7 @@ class SumBuilder {
   }
 
   Expr build() {
-    if (terms_.size() >= 2) fold_div_mod_pairs();
+    if (!terms_.empty()) fold_div_mod_pairs();
     std::vector<Expr> terms;
     for (const auto& [base, coeff] : terms_) {
       if (coeff != 0) terms.push_back(make_term(coeff, base));
@@ -231,7 +234,7 @@ class SumBuilder {
     return it == terms_.end() ? 0 : it->second;
   }
 
-  // Whether the sum holds c*t for every term t of x.
+  // Whether the sum holds c*t for every term t of x (true for a constant x).
   bool contains_scaled(const Expr& x, int64_t c) const {
     for (const Expr& t : term_list(x)) {
       std::optional<std::pair<Expr, int64_t>> bt = as_single_term(t);
@@ -240,7 +243,7 @@ class SumBuilder {
         return false;
       }
     }
-    return !term_list(x).empty();
+    return true;
   }
 
   // d*FloorDiv(x, d) + Mod(x, d) = x for every x and nonzero d (Python semantics), so
@@ -249,6 +252,15 @@ class SumBuilder {
   // Each rewrite removes a FloorDiv or Mod term and builds only sums of subexpressions of this
   // one, so this terminates.
   void fold_div_mod_pairs() {
+    // Pairing constructs FloorDiv/Mod of subexpressions, which build sums of their own; the
+    // nesting follows the expression's depth, and this cap keeps a pathological input from
+    // exhausting the stack (deeper sums are simply left unpaired).
+    static thread_local int nesting = 0;
+    if (nesting >= 16) return;
+    ++nesting;
+    struct Exit {
+      ~Exit() { --nesting; }
+    } exit_guard;
     for (bool again = true; again;) {
       again = false;
       for (const auto& [base, coeff] : terms_) {
@@ -259,17 +271,38 @@ class SumBuilder {
     }
   }
 
-  // The term a*b as (base, coefficient), for non-constant monomials a and b; built without
-  // distributing, so it never re-enters SumBuilder.
-  static std::optional<std::pair<Expr, int64_t>> monomial_product(const Expr& a, const Expr& b) {
-    if (a.kind() == Kind::Add || b.kind() == Kind::Add || b.is_int()) return std::nullopt;
-    Monomial ma = as_monomial(a);
-    Monomial mb = as_monomial(b);
-    int64_t coeff;
-    if (__builtin_mul_overflow(ma.coeff, mb.coeff, &coeff)) return std::nullopt;
-    ma.factors.insert(ma.factors.end(), mb.factors.begin(), mb.factors.end());
-    std::sort(ma.factors.begin(), ma.factors.end());
-    return std::pair{from_monomial(1, std::move(ma.factors)), coeff};
+  using TermList = std::vector<std::pair<Expr, int64_t>>;  // (base, coefficient)
+
+  // The canonical terms of d*f, for a term f without sum factors, built without re-entering
+  // SumBuilder: construction distributes d's summands over f.
+  static std::optional<TermList> partner_terms(const Expr& d, const Expr& f) {
+    if (f.is_int() || f.kind() == Kind::Add || has_sum_factor(f)) return std::nullopt;
+    Monomial mf = as_monomial(f);
+    TermList out;
+    std::vector<Expr> ds = d.kind() == Kind::Add ? d.operands() : std::vector<Expr>{d};
+    if (d.kind() == Kind::Add && d.int_value() != 0) ds.push_back(d.int_value());
+    for (const Expr& di : ds) {
+      Monomial m = as_monomial(di);
+      int64_t coeff;
+      if (__builtin_mul_overflow(m.coeff, mf.coeff, &coeff)) return std::nullopt;
+      m.factors.insert(m.factors.end(), mf.factors.begin(), mf.factors.end());
+      std::sort(m.factors.begin(), m.factors.end());
+      out.emplace_back(from_monomial(1, std::move(m.factors)), coeff);
+    }
+    return out;
+  }
+
+  // Whether the sum holds scale * (the terms of ts).
+  bool contains_terms(const TermList& ts, int64_t scale) const {
+    for (const auto& [base, coeff] : ts) {
+      int64_t want;
+      if (__builtin_mul_overflow(coeff, scale, &want) || coeff_of(base) != want) return false;
+    }
+    return true;
+  }
+
+  void erase_terms(const TermList& ts) {
+    for (const auto& [base, coeff] : ts) terms_[base] = 0;
   }
 
   // cm*Mod(x, d) + cm*d*FloorDiv(x, d) -> cm*x. The FloorDiv partner is found by constructing
@@ -279,29 +312,41 @@ class SumBuilder {
     if (base.kind() != Kind::Mod) return false;
     const Expr& x = base.operands()[0];
     const Expr& d = base.operands()[1];
-    std::optional<std::pair<Expr, int64_t>> partner = monomial_product(d, floordiv(x, d));
-    int64_t want;
-    if (!partner || __builtin_mul_overflow(cm, partner->second, &want)) return false;
-    if (partner->first == base || coeff_of(partner->first) != want) return false;
-    terms_[partner->first] = 0;
+    std::optional<TermList> partner = partner_terms(d, floordiv(x, d));
+    if (!partner || !contains_terms(*partner, cm)) return false;
+    erase_terms(*partner);
     terms_[base] = 0;
     add(x, cm);
     return true;
   }
 
-  // c*x - c*d*FloorDiv(x, d) -> c*Mod(x, d), when the sum holds all of c*x.
+  // From the FloorDiv side: q*d*FloorDiv(x, d) + q*Mod(x, d) -> q*x, where Mod(x, d) is found by
+  // constructing it (Mod(Mod(s, 3*s), 3) is Mod(s, 3));
+  // and q*d*FloorDiv(x, d) - q*x -> -q*Mod(x, d), when the sum holds all of -q*x.
   bool merge_div_with_sum(const Expr& base, int64_t coeff) {
     std::optional<Expr> div = floordiv_factor(base);
     if (!div) return false;
     const Expr& x = div->operands()[0];
     const Expr& d = div->operands()[1];
-    std::optional<std::pair<Expr, int64_t>> partner = monomial_product(d, *div);
-    if (!partner || partner->first != base || !divides(partner->second, coeff)) return false;
-    int64_t c = -(coeff / partner->second);  // the term is -c*d*FloorDiv(x, d)
-    if (!contains_scaled(x, c)) return false;
-    terms_[base] = 0;
-    add(x, -c);
-    add(mod(x, d), c);
+    std::optional<TermList> partner = partner_terms(d, *div);
+    if (!partner) return false;
+    auto mine = std::find_if(partner->begin(), partner->end(),
+                             [&](const auto& t) { return t.first == base; });
+    if (mine == partner->end() || !divides(mine->second, coeff)) return false;
+    int64_t q = coeff / mine->second;  // the partner terms are q*d*FloorDiv(x, d)
+    if (q == INT64_MIN || !contains_terms(*partner, q)) return false;
+    Expr rem = mod(x, d);
+    if (contains_scaled(rem, q)) {
+      erase_terms(*partner);
+      add(rem, -q);
+      add(x, q);
+      return true;
+    }
+    // A constant x would only trade the FloorDiv for a Mod.
+    if (term_list(x).empty() || !contains_scaled(x, -q)) return false;
+    erase_terms(*partner);
+    add(x, q);
+    add(rem, -q);
     return true;
   }
 
@@ -356,6 +401,15 @@ std::pair<int64_t, Expr> primitive_part(const Expr& sum) {
   return {g, divide_coefficients(sum, g)};
 }
 
+// The divisor b as a monomial: a sum counts as one factor (its primitive part, as products store
+// it), so (s1 + 1)*x is a multiple of s1 + 1. nullopt for 0.
+std::optional<Monomial> divisor_monomial(const Expr& b) {
+  if (b.is_int() && b.int_value() == 0) return std::nullopt;
+  if (b.kind() != Kind::Add) return as_monomial(b);
+  auto [g, prim] = primitive_part(b);
+  return Monomial{g, {prim}};
+}
+
 // a * b for non-constant a and b, without distributing.
 Expr product(const Expr& a, const Expr& b) {
   int64_t coeff = 1;
@@ -389,15 +443,10 @@ bool has_sum_factor(const Expr& e) {
 
 enum class DivOp { FloorDiv, Mod };
 
-Expr apply_div(DivOp op, const Expr& a, const Expr& b) {
-  return op == DivOp::FloorDiv ? floordiv(a, b) : mod(a, b);
-}
-
 // FloorDiv(q*b + r, b) = q + FloorDiv(r, b) and Mod(q*b + r, b) = Mod(r, b), where q*b collects
 // the terms that are exact multiples of the monomial b (and, for a constant b, the multiple of b
 // in the constant term). Holds for every nonzero b.
 std::optional<Expr> pull_out_multiples(DivOp op, const Expr& a, const Expr& b) {
-  if (b.kind() == Kind::Add) return std::nullopt;
   SumBuilder quotient;
   SumBuilder rest;
   bool pulled = false;
@@ -424,21 +473,60 @@ std::optional<Expr> pull_out_multiples(DivOp op, const Expr& a, const Expr& b) {
   return quotient.build() + floordiv(rest.build(), b);
 }
 
-// FloorDiv(g*y, g*k) = FloorDiv(y, k) and Mod(g*y, g*k) = g*Mod(y, k) for a constant divisor,
-// g > 0 the gcd of the divisor and every coefficient of the numerator.
+// With g > 1 the gcd of a constant divisor g*k and the coefficients of the numerator's terms,
+// and its constant c = g*q + r (0 <= r < g):
+//   FloorDiv(g*y + c, g*k) = FloorDiv(y + q, k)          (the low part r never carries)
+//   Mod(g*y + c, g*k)      = g*Mod(y + q, k) + r
+// For k < 0 this holds only when r = 0.
 std::optional<Expr> divide_out_content(DivOp op, const Expr& a, const Expr& b) {
   if (!b.is_int()) return std::nullopt;
-  int64_t g = gcd_abs(content(a), b.int_value());
+  int64_t g = b.int_value();
+  for (const Expr& t : term_list(a)) g = gcd_abs(g, as_monomial(t).coeff);
   if (g <= 1) return std::nullopt;
-  Expr reduced = apply_div(op, divide_coefficients(a, g), b.int_value() / g);
-  if (op == DivOp::Mod) return g * reduced;
-  return reduced;
+  int64_t c = constant_part(a);
+  int64_t q = floordiv_int(c, g);
+  int64_t r = mod_int(c, g);
+  int64_t k = b.int_value() / g;
+  if (r != 0 && k < 0) return std::nullopt;
+  Expr y = divide_coefficients(a - c, g) + q;
+  if (op == DivOp::FloorDiv) return floordiv(y, k);
+  return g * mod(y, k) + r;
+}
+
+// FloorDiv(a + FloorDiv(y, m), n) = FloorDiv(m*a + y, m*n) for n > 0: a + floor(y/m) is
+// floor((m*a + y)/m), and floor(floor(z)/n) = floor(z/n). Flattening nested divisions gives one
+// form however the inner division was built (FloorDiv(FloorDiv(y, 3), 4) and, after pulling out
+// multiples, FloorDiv(-3*x + FloorDiv(z, 3), 4) for y = -9*x + z).
+std::optional<Expr> merge_nested_floordiv(const Expr& a, const Expr& n) {
+  if (!n.is_int() || n.int_value() <= 0) return std::nullopt;
+  std::optional<Expr> inner;
+  SumBuilder rest;
+  rest.add(constant_part(a), 1);
+  // With several candidates, prefer a constant inner divisor (the digit splits of an index), then
+  // the first in term order, so the choice is deterministic.
+  std::vector<Expr> terms = term_list(a);
+  auto is_inner = [](const Expr& t) { return t.kind() == Kind::FloorDiv; };
+  auto constant_inner = [&](const Expr& t) { return is_inner(t) && t.operands()[1].is_int(); };
+  auto it = std::find_if(terms.begin(), terms.end(), constant_inner);
+  if (it == terms.end()) it = std::find_if(terms.begin(), terms.end(), is_inner);
+  if (it == terms.end()) return std::nullopt;
+  inner = *it;
+  for (const Expr& t : terms) {
+    if (t != *inner) rest.add(t, 1);
+  }
+  const Expr& y = inner->operands()[0];
+  const Expr& m = inner->operands()[1];
+  // m*n and m*rest must fit in int64 (construction throws on overflow; skip the rule instead).
+  try {
+    return floordiv(m * rest.build() + y, m * n);
+  } catch (const std::overflow_error&) {
+    return std::nullopt;
+  }
 }
 
 // In Mod(a, b), a term c*Mod(t, m) with m a multiple of b is congruent to c*t modulo b:
 // Mod(Mod(x, 8) + y, 4) = Mod(x + y, 4), Mod(Mod(x, n), n) = Mod(x, n).
 std::optional<Expr> strip_inner_mods(const Expr& a, const Expr& b) {
-  if (b.kind() == Kind::Add) return std::nullopt;
   SumBuilder s;
   s.add(constant_part(a), 1);
   bool stripped = false;
@@ -643,9 +731,15 @@ Expr operator*(const Expr& a, const Expr& b) {
 }
 
 std::optional<Expr> exact_div(const Expr& a, const Expr& b) {
-  if (b.kind() == Kind::Add) return std::nullopt;
-  Monomial d = as_monomial(b);
-  if (d.coeff == 0) return std::nullopt;
+  std::optional<Monomial> divisor = divisor_monomial(b);
+  if (!divisor) return std::nullopt;
+  const Monomial& d = *divisor;
+  if (a == b) return 1;
+  if (a.kind() == Kind::Add && b.kind() == Kind::Add) {
+    // k*(p) over g*(p), p the common primitive sum.
+    auto [ga, pa] = primitive_part(a);
+    if (pa == d.factors[0] && divides(d.coeff, ga)) return ga / d.coeff;
+  }
   SumBuilder s;
   int64_t c = constant_part(a);
   if (c != 0) {
@@ -680,14 +774,7 @@ Expr floordiv(const Expr& a, const Expr& b) {
   if (a == b) return 1;
   if (auto r = pull_out_multiples(DivOp::FloorDiv, a, b)) return *r;
   if (auto r = divide_out_content(DivOp::FloorDiv, a, b)) return *r;
-  // FloorDiv(FloorDiv(x, m), n) = FloorDiv(x, m*n) for n > 0 (floor(floor(y) / n) = floor(y / n)).
-  bool positive_divisor = b.is_int() && b.int_value() > 0;
-  if (positive_divisor && a.kind() == Kind::FloorDiv) {
-    const Expr& m = a.operands()[1];
-    int64_t unused;
-    bool overflows = m.is_int() && __builtin_mul_overflow(m.int_value(), b.int_value(), &unused);
-    if (!overflows) return floordiv(a.operands()[0], m * b);
-  }
+  if (auto r = merge_nested_floordiv(a, b)) return *r;
   return make_node(Kind::FloorDiv, 0, {a, b});
 }
 

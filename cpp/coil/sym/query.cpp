@@ -137,6 +137,36 @@ bool mentions_any(const Expr& e, const std::vector<Expr>& vars) {
   return std::any_of(vars.begin(), vars.end(), [&](const Expr& v) { return depends_on(e, v); });
 }
 
+// The terms of e with its constant as one more term.
+std::vector<Expr> summands(const Expr& e) {
+  if (e.kind() != Kind::Add) return {e};
+  std::vector<Expr> out = e.operands();
+  if (e.int_value() != 0) out.push_back(e.int_value());
+  return out;
+}
+
+// a * b with sums multiplied out one level (construction keeps a product of two sums).
+Expr multiply_out(const Expr& a, const Expr& b) {
+  Expr sum = 0;
+  for (const Expr& x : summands(a)) {
+    for (const Expr& y : summands(b)) sum = sum + x * y;
+  }
+  return sum;
+}
+
+// A product with a sum factor that mentions vars, e.g. (x0 + 1)*(s0 + 1), multiplied out.
+std::optional<Expr> expand_for_vars(const Expr& t, const std::vector<Expr>& vars) {
+  if (t.kind() != Kind::Mul) return std::nullopt;
+  const std::vector<Expr>& fs = t.operands();
+  bool needed = std::any_of(fs.begin(), fs.end(), [&](const Expr& f) {
+    return f.kind() == Kind::Add && mentions_any(f, vars);
+  });
+  if (!needed) return std::nullopt;
+  Expr r = t.int_value();
+  for (const Expr& f : fs) r = multiply_out(r, f);
+  return r;
+}
+
 }  // namespace
 
 Expr substitute(const Expr& e, const ExprMap& repl) {
@@ -192,6 +222,15 @@ std::optional<Affine> as_affine(const Expr& e, const std::vector<Expr>& vars) {
   std::vector<Expr> terms = e.kind() == Kind::Add ? e.operands() : std::vector<Expr>{e};
   if (e.kind() == Kind::Add) out.constant = e.int_value();
   for (const Expr& t : terms) {
+    if (std::optional<Expr> expanded = expand_for_vars(t, vars)) {
+      // The expansion's terms have no sum factor mentioning vars at this level, so this recursion
+      // goes one level deeper into the expression each time.
+      std::optional<Affine> inner = as_affine(*expanded, vars);
+      if (!inner) return std::nullopt;
+      out.constant = out.constant + inner->constant;
+      for (size_t i = 0; i < vars.size(); ++i) out.coeffs[i] = out.coeffs[i] + inner->coeffs[i];
+      continue;
+    }
     int64_t coeff = t.kind() == Kind::Mul ? t.int_value() : 1;
     std::vector<Expr> factors = t.kind() == Kind::Mul ? t.operands() : std::vector<Expr>{t};
     int var = -1;

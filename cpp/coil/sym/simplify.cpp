@@ -4,9 +4,9 @@
 //
 // Proofs of "a >= 0" first try numeric interval bounds, then a symbolic step for index
 // variables: an index variable v registered with extent E lies in [0, E - 1], so in an
-// expression affine in v with a coefficient of known sign, v can be replaced by 0 or E - 1.
-// That proves x1 < s0 for an index variable x1 of extent s0 although its numeric range is only
-// [0, inf) (or [0, hint - 1]).
+// expression monotone in v, v can be replaced by 0 or E - 1 (whichever end is smaller). That
+// proves x1 < s0 for an index variable x1 of extent s0 although its numeric range is only
+// [0, inf) (or [0, hint - 1]), and FloorDiv(x0, s1) < s0 for x0 of extent s0*s1.
 //
 // Tests: tests/cpp/sym/simplify_test.cpp.
 #include "coil/sym/expr.h"
@@ -245,6 +245,30 @@ std::optional<Expr> RangeEnv::extent_of_symbol(const Expr& symbol) const {
 
 namespace {
 
+// How an expression changes as one variable grows (the others fixed at any in-range values).
+enum class Mono { kConst, kInc, kDec, kUnknown };
+
+Mono flip(Mono m) {
+  if (m == Mono::kInc) return Mono::kDec;
+  if (m == Mono::kDec) return Mono::kInc;
+  return m;
+}
+
+// The direction of a + b given those of a and b.
+Mono join(Mono a, Mono b) {
+  if (a == Mono::kConst) return b;
+  if (b == Mono::kConst || a == b) return a;
+  return Mono::kUnknown;
+}
+
+// Multiplying by a factor of known sign keeps or flips the direction.
+Mono scale_by_sign(Mono m, Range factor) {
+  if (m == Mono::kConst) return m;
+  if (factor.lo >= 0) return m;
+  if (factor.hi <= 0) return flip(m);
+  return Mono::kUnknown;
+}
+
 class Analyzer {
  public:
   explicit Analyzer(const RangeEnv& env) : env_(env) {}
@@ -273,6 +297,7 @@ class Analyzer {
  private:
   Range compute_bounds(const Expr& e);
   Range comparison_bounds(const Expr& e);
+  Mono monotonicity(const Expr& e, const Expr& v);
   Expr eliminate_index_vars(const Expr& e);
   Expr apply_rules(const Expr& e);
 
@@ -348,9 +373,57 @@ Range Analyzer::comparison_bounds(const Expr& e) {
   return *decided ? Range{1, 1} : Range{0, 0};
 }
 
-// Replaces each index variable v (registered with a symbolic extent E) that e is affine in, with
-// a coefficient of known sign, by the value in [0, E - 1] that minimizes e. The result is a lower
-// bound of e for every value of the symbols, so its numeric bounds bound e from below.
+Mono Analyzer::monotonicity(const Expr& e, const Expr& v) {
+  if (e == v) return Mono::kInc;
+  if (e.is_int() || e.is_symbol()) return Mono::kConst;
+  const std::vector<Expr>& ops = e.operands();
+  switch (e.kind()) {
+    case Kind::Add:
+    case Kind::Min:
+    case Kind::Max: {
+      // Sums, minima and maxima of functions moving the same way move that way.
+      Mono m = Mono::kConst;
+      for (const Expr& op : ops) m = join(m, monotonicity(op, v));
+      return m;
+    }
+    case Kind::Mul: {
+      std::optional<size_t> moving;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (!depends_on(ops[i], v)) continue;
+        if (moving) return Mono::kUnknown;  // v in two factors (v*v, ...)
+        moving = i;
+      }
+      if (!moving) return Mono::kConst;
+      Expr rest = e.int_value();
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (i != *moving) rest = rest * ops[i];
+      }
+      return scale_by_sign(monotonicity(ops[*moving], v), bounds(rest));
+    }
+    case Kind::FloorDiv: {
+      // floor(x / d) is increasing in x for d > 0 and decreasing for d < 0.
+      if (depends_on(ops[1], v)) return Mono::kUnknown;
+      Mono m = monotonicity(ops[0], v);
+      if (m == Mono::kConst) return m;
+      if (positive(ops[1])) return m;
+      if (positive(-ops[1])) return flip(m);
+      return Mono::kUnknown;
+    }
+    case Kind::Lt:
+    case Kind::Le:
+      return join(monotonicity(ops[1], v), flip(monotonicity(ops[0], v)));
+    case Kind::Mod:
+    case Kind::Eq:
+    case Kind::Ne:
+    case Kind::Int:
+    case Kind::Symbol: return depends_on(e, v) ? Mono::kUnknown : Mono::kConst;
+  }
+  return Mono::kUnknown;
+}
+
+// Replaces each index variable v registered with a symbolic extent E (so 0 <= v <= E - 1) by the
+// end of that interval where e is smallest, when e is monotone in v. The result is a lower bound
+// of e for every value of the symbols, so its numeric bounds bound e from below.
 Expr Analyzer::eliminate_index_vars(const Expr& e) {
   Expr cur = e;
   std::set<Expr> done;
@@ -361,18 +434,10 @@ Expr Analyzer::eliminate_index_vars(const Expr& e) {
       if (done.count(v) != 0) continue;
       std::optional<Expr> extent = env_.extent_of_symbol(v);
       if (!extent) continue;
-      std::optional<Affine> aff = as_affine(cur, {v});
-      if (!aff) continue;
-      Range c = bounds(aff->coeffs[0]);
-      Expr value;
-      if (c.lo >= 0) {
-        value = 0;
-      } else if (c.hi <= 0) {
-        value = *extent - 1;
-      } else {
-        continue;
-      }
-      cur = aff->constant + aff->coeffs[0] * value;
+      Mono m = monotonicity(cur, v);
+      if (m != Mono::kInc && m != Mono::kDec) continue;
+      Expr value = m == Mono::kInc ? Expr(0) : *extent - 1;
+      cur = substitute(cur, ExprMap{{v, value}});
       done.insert(v);
       progress = true;
       break;
@@ -453,10 +518,18 @@ std::optional<Expr> floordiv_drop_low(Analyzer& an, const Expr& e) {
   return floordiv(s->high, s->k);
 }
 
+// FloorDiv(a + FloorDiv(y, m), d) = FloorDiv(m*a + y, m*d) for d > 0 (construction does this
+// for constant d only).
 std::optional<Expr> floordiv_nested(Analyzer& an, const Expr& e) {
   const Expr& x = e.operands()[0];
-  if (x.kind() != Kind::FloorDiv || !an.positive(e.operands()[1])) return std::nullopt;
-  return floordiv(x.operands()[0], x.operands()[1] * e.operands()[1]);
+  const Expr& d = e.operands()[1];
+  std::vector<Expr> terms = term_list(x);
+  auto inner = std::find_if(terms.begin(), terms.end(),
+                            [](const Expr& t) { return t.kind() == Kind::FloorDiv; });
+  if (inner == terms.end() || !an.positive(d)) return std::nullopt;
+  const Expr& m = inner->operands()[1];
+  Expr rest = x - *inner;
+  return floordiv(m * rest + inner->operands()[0], m * d);
 }
 
 // ---- Mod(x, d) ----
@@ -532,11 +605,66 @@ std::optional<Expr> decide_comparison(Analyzer& an, const Expr& e) {
   return Expr(*r ? 1 : 0);
 }
 
+// ---- Add ----
+// How many FloorDiv and Mod nodes e holds (counting repeats): what digit recombination reduces.
+size_t division_count(const Expr& e) {
+  size_t n = 0;
+  std::vector<Expr> work{e};
+  while (!work.empty()) {
+    Expr cur = work.back();
+    work.pop_back();
+    n += cur.kind() == Kind::FloorDiv || cur.kind() == Kind::Mod;
+    for (const Expr& op : cur.operands()) work.push_back(op);
+  }
+  return n;
+}
+
+// The Mod factor of a term when it has exactly one.
+std::optional<Expr> single_mod_factor(const Expr& t) {
+  std::vector<Expr> factors = t.kind() == Kind::Mul ? t.operands() : std::vector<Expr>{t};
+  auto is_mod = [](const Expr& f) { return f.kind() == Kind::Mod; };
+  if (std::count_if(factors.begin(), factors.end(), is_mod) != 1) return std::nullopt;
+  return *std::find_if(factors.begin(), factors.end(), is_mod);
+}
+
+// m*Mod(x, d) + m*d*FloorDiv(x, d) -> m*x, where m collects every term's multiplier of the same
+// Mod (construction distributes (s + 1)*Mod(..) into s*Mod(..) + Mod(..)) and the FloorDiv may
+// only match after simplification (construction pairs exact forms with constant multipliers;
+// with symbolic radices FloorDiv(FloorDiv(x, s2), s1) needs s1 > 0 to become
+// FloorDiv(x, s1*s2)). The rewrite is an identity, kept only when it removes divisions.
+std::optional<Expr> add_recombine_digits(Analyzer& an, const Expr& e) {
+  std::vector<Expr> mods;
+  for (const Expr& t : e.operands()) {
+    std::optional<Expr> base = single_mod_factor(t);
+    if (base && std::find(mods.begin(), mods.end(), *base) == mods.end()) mods.push_back(*base);
+  }
+  size_t cost = mods.empty() ? 0 : division_count(e);
+  for (const Expr& base : mods) {
+    Expr m = 0;
+    for (const Expr& t : e.operands()) {
+      if (single_mod_factor(t) != base) continue;
+      std::optional<Expr> q = exact_div(t, base);
+      if (q) m = m + *q;
+    }
+    const Expr& x = base.operands()[0];
+    const Expr& d = base.operands()[1];
+    Expr f = an.simplify(floordiv(x, d));
+    // Equal in value to e: d*f + Mod(x, d) == x.
+    Expr candidate = e - m * (d * f + base) + m * x;
+    if (division_count(candidate) < cost) return candidate;
+  }
+  return std::nullopt;
+}
+
 const Rule kRules[] = {
+    // Add
+    {Kind::Add, "c*Mod(x, d) + c*d*FloorDiv(x, d) = c*x after simplification",
+     add_recombine_digits},
     // FloorDiv(x, d)
     {Kind::FloorDiv, "FloorDiv(x, d) = 0 when 0 <= x < d", floordiv_small},
     {Kind::FloorDiv, "FloorDiv(g*a + b, g*k) = FloorDiv(a, k) when 0 <= b < g", floordiv_drop_low},
-    {Kind::FloorDiv, "FloorDiv(FloorDiv(x, a), d) = FloorDiv(x, a*d) when d > 0", floordiv_nested},
+    {Kind::FloorDiv, "FloorDiv(a + FloorDiv(y, m), d) = FloorDiv(m*a + y, m*d) when d > 0",
+     floordiv_nested},
     // Mod(x, d)
     {Kind::Mod, "Mod(x, d) = x when 0 <= x < d", mod_small},
     {Kind::Mod, "Mod(x, n) = x - q*n when q*n <= x < (q+1)*n", mod_one_period},

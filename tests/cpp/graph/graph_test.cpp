@@ -32,8 +32,8 @@ std::string error_of(F&& f) {
 }
 
 TEST(DType, Tables) {
-  const DType all[] = {DType::Bool,    DType::UInt8,    DType::Int8,    DType::Int16,
-                       DType::Int32,   DType::Int64,    DType::Float16, DType::BFloat16,
+  const DType all[] = {DType::Bool,    DType::UInt8,  DType::Int8,    DType::Int16,
+                       DType::Int32,   DType::Int64,  DType::Float16, DType::BFloat16,
                        DType::Float32, DType::Float64};
   const char* names[] = {"bool",  "uint8",   "int8",     "int16",   "int32",
                          "int64", "float16", "bfloat16", "float32", "float64"};
@@ -147,11 +147,10 @@ TEST(Graph, OutputIsNullUntilSet) {
 TEST(GraphErrors, BuildingChecksReferencesAndOrder) {
   Graph g;
   int x = g.add_placeholder("x", {contiguous({2})});
-  EXPECT_EQ(error_of([&] {
-              g.add_call("bad", "aten.neg.default", {Arg::node_ref(x + 5)}, {}, {});
-            }),
-            "node 'bad' (#1) refers to node #5, which is not an earlier node; nodes may only use "
-            "nodes before them");
+  EXPECT_EQ(
+      error_of([&] { g.add_call("bad", "aten.neg.default", {Arg::node_ref(x + 5)}, {}, {}); }),
+      "node 'bad' (#1) refers to node #5, which is not an earlier node; nodes may only use "
+      "nodes before them");
   EXPECT_NE(error_of([&] {
               g.add_call("bad", "aten.neg.default", {Arg::list_of({Arg::node_ref(-1)})}, {}, {});
             }),

@@ -41,7 +41,9 @@ std::string error_of(const std::string& text) {
   return "(no error)";
 }
 
-TEST(SerializeErrors, BaseDocumentIsValid) { EXPECT_EQ(from_json(kBase).nodes().size(), 4u); }
+TEST(SerializeErrors, BaseDocumentIsValid) {
+  EXPECT_EQ(from_json(kBase).nodes().size(), 4u);
+}
 
 struct Case {
   std::string text;
@@ -143,8 +145,9 @@ TEST(SerializeErrors, GraphStructure) {
             ""),
        "invalid coil graph JSON: the graph has no output node; the last node must have \"kind\": "
        "\"output\""},
-      {with("\"args\": [{\"node\": \"add\"}]}", "\"args\": [{\"node\": \"add\"}]}, {\"name\": "
-                                                 "\"late\", \"kind\": \"placeholder\"}"),
+      {with("\"args\": [{\"node\": \"add\"}]}",
+            "\"args\": [{\"node\": \"add\"}]}, {\"name\": "
+            "\"late\", \"kind\": \"placeholder\"}"),
        "invalid coil graph JSON at nodes[4] ('late'): cannot add placeholder 'late' after the "
        "output node"},
       {with("{\"name\": \"output\"", "{\"name\": \"result\""),
@@ -179,8 +182,9 @@ TEST(SerializeErrors, Meta) {
             "\"sizes\": \"s0\", \"strides\": [8, 1],\n"),
        "invalid coil graph JSON at nodes[0] ('x').meta[0].sizes: \"sizes\" must be a JSON array, "
        "found string"},
-      {with("\"meta\": [{\"dtype\": \"float32\", \"sizes\"", "\"meta\": [7, {\"dtype\": "
-                                                           "\"float32\", \"sizes\""),
+      {with("\"meta\": [{\"dtype\": \"float32\", \"sizes\"",
+            "\"meta\": [7, {\"dtype\": "
+            "\"float32\", \"sizes\""),
        "invalid coil graph JSON at nodes[2] ('add').meta[0]: a tensor meta must be a JSON object, "
        "found integer"},
   });
@@ -311,9 +315,15 @@ TEST(SerializeErrors, RandomCorruptionsFailCleanly) {
       size_t at = rng() % text.size();
       char c = alphabet[rng() % alphabet.size()];
       switch (rng() % 3) {
-        case 0: text[at] = c; break;
-        case 1: text.insert(text.begin() + long(at), c); break;
-        default: text.erase(at, 1 + rng() % 8); break;
+        case 0:
+          text[at] = c;
+          break;
+        case 1:
+          text.insert(text.begin() + long(at), c);
+          break;
+        default:
+          text.erase(at, 1 + rng() % 8);
+          break;
       }
       if (text.empty()) text = "x";
     }

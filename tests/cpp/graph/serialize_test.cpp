@@ -87,6 +87,10 @@ std::vector<Expr> all_expr_kinds() {
       sym::eq(s0, s1 * 2),
       sym::ne(s1, 0),
       sym::ceildiv(s0, 16),
+      // A monomial times a product of sums: rebuilt factor by factor from the left, sym would
+      // distribute s1 over the first sum (regression: random seed 3869228816).
+      s1 * ((s1 * 2 + s0) * (sym::eq(3, s0) + sym::ne(1, s0))),
+      (s0 + 1) * (s1 + 2) * 3,
   };
 }
 
@@ -105,15 +109,25 @@ Graph kitchen_sink() {
   for (const Expr& e : all_expr_kinds()) exprs.push_back(Arg::symbolic(e));
   int every = g.add_call(
       "every_arg", "aten.coil_test.default",
-      {Arg::none(), Arg::boolean(true), Arg::boolean(false), Arg::integer(0),
-       Arg::integer(std::numeric_limits<int64_t>::min()), Arg::floating(1.0),
-       Arg::floating(-0.0), Arg::floating(0.1), Arg::floating(1e300), Arg::floating(5e-324),
+      {Arg::none(),
+       Arg::boolean(true),
+       Arg::boolean(false),
+       Arg::integer(0),
+       Arg::integer(std::numeric_limits<int64_t>::min()),
+       Arg::floating(1.0),
+       Arg::floating(-0.0),
+       Arg::floating(0.1),
+       Arg::floating(1e300),
+       Arg::floating(5e-324),
        Arg::floating(std::numeric_limits<double>::infinity()),
        Arg::floating(-std::numeric_limits<double>::infinity()),
-       Arg::floating(std::numeric_limits<double>::quiet_NaN()), Arg::str("tanh"),
+       Arg::floating(std::numeric_limits<double>::quiet_NaN()),
+       Arg::str("tanh"),
        Arg::str("quote\" backslash\\ newline\n tab\t nul-free \x01 é ∑ 😀"),
-       Arg::dtype_of(DType::Float16), Arg::enum_text("torch.contiguous_format"),
-       Arg::node_ref(x), Arg::list_of(exprs),
+       Arg::dtype_of(DType::Float16),
+       Arg::enum_text("torch.contiguous_format"),
+       Arg::node_ref(x),
+       Arg::list_of(exprs),
        Arg::list_of({Arg::list_of({Arg::node_ref(y), Arg::none()}), Arg::list_of({})})},
       {{"dtype", Arg::dtype_of(DType::UInt8)},
        {"device", Arg::enum_text("cuda:0")},
@@ -122,10 +136,11 @@ Graph kitchen_sink() {
        {"approximate", Arg::str("")}},
       {meta(DType::Float32, {s0 * 2 + 1}, {1}, sym::floordiv(s0, 4))},
       "  File \"model.py\", line 12, in forward\n    y = torch.tanh(x) * 2  # ünïcødé ✓\n");
-  int vm = g.add_call("var_mean", "aten.var_mean.correction",
-                      {Arg::node_ref(every), Arg::list_of({Arg::integer(1)})},
-                      {{"correction", Arg::integer(0)}, {"keepdim", Arg::boolean(true)}},
-                      {meta(DType::Float32, {s0, 1}, {1, 1}), meta(DType::Float32, {s0, 1}, {1, 1})});
+  int vm =
+      g.add_call("var_mean", "aten.var_mean.correction",
+                 {Arg::node_ref(every), Arg::list_of({Arg::integer(1)})},
+                 {{"correction", Arg::integer(0)}, {"keepdim", Arg::boolean(true)}},
+                 {meta(DType::Float32, {s0, 1}, {1, 1}), meta(DType::Float32, {s0, 1}, {1, 1})});
   int var = g.add_call("getitem", "getitem", {Arg::node_ref(vm), Arg::integer(0)}, {},
                        {meta(DType::Float32, {s0, 1}, {1, 1})});
   int mean = g.add_call("getitem_1", "getitem", {Arg::node_ref(vm), Arg::integer(1)}, {},
@@ -215,9 +230,8 @@ TEST(Serialize, ExprJsonForm) {
   g.set_output({Arg::symbolic(s0 * 3 + 2), Arg::symbolic(sym::floordiv(s0, 4))});
   Json doc = parse_json(to_json(g));
   const Json& args = *doc.find("nodes")->items()[0].find("args");
-  EXPECT_EQ(dump_json(args),
-            R"([{"sym":{"add":[{"mul":[{"sym":"s0"}],"coeff":3}],"const":2}},)"
-            R"({"sym":{"floordiv":[{"sym":"s0"},4]}}])");
+  EXPECT_EQ(dump_json(args), R"([{"sym":{"add":[{"mul":[{"sym":"s0"}],"coeff":3}],"const":2}},)"
+                             R"({"sym":{"floordiv":[{"sym":"s0"},4]}}])");
 }
 
 TEST(Serialize, ReadsMinimalHandWrittenJson) {
@@ -255,8 +269,8 @@ TEST(Serialize, ExpressionsAreCanonicalizedOnRead) {
 }
 
 TEST(Serialize, FileRoundTrip) {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("coil_graph_test_" + std::to_string(::getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("coil_graph_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string path = (dir / "graph.json").string();
   Graph g = kitchen_sink();
@@ -310,17 +324,28 @@ std::optional<Expr> random_expr(std::mt19937_64& rng, int depth) {
   if (!a || !b) return std::nullopt;
   try {
     switch (rng() % 11) {
-      case 0: return *a + *b;
-      case 1: return *a - *b;
-      case 2: return *a * *b;
-      case 3: return sym::floordiv(*a, *b);
-      case 4: return sym::mod(*a, *b);
-      case 5: return sym::min(*a, *b);
-      case 6: return sym::max(*a, *b);
-      case 7: return sym::lt(*a, *b);
-      case 8: return sym::le(*a, *b);
-      case 9: return sym::eq(*a, *b);
-      default: return sym::ne(*a, *b);
+      case 0:
+        return *a + *b;
+      case 1:
+        return *a - *b;
+      case 2:
+        return *a * *b;
+      case 3:
+        return sym::floordiv(*a, *b);
+      case 4:
+        return sym::mod(*a, *b);
+      case 5:
+        return sym::min(*a, *b);
+      case 6:
+        return sym::max(*a, *b);
+      case 7:
+        return sym::lt(*a, *b);
+      case 8:
+        return sym::le(*a, *b);
+      case 9:
+        return sym::eq(*a, *b);
+      default:
+        return sym::ne(*a, *b);
     }
   } catch (const std::exception&) {
     return std::nullopt;

@@ -27,10 +27,9 @@ TEST(Text, SmallGraph) {
   TensorMeta m41 = meta(DType::Float32, {4, 1}, {1, 1});
   int x = g.add_placeholder("arg0_1", {m48});
   int add = g.add_call("add", "aten.add.Tensor", {Arg::node_ref(x), Arg::floating(1.0)}, {}, {m48});
-  int vm = g.add_call("var_mean", "aten.var_mean.correction",
-                      {Arg::node_ref(add), Arg::list_of({Arg::integer(1)})},
-                      {{"correction", Arg::integer(0)}, {"keepdim", Arg::boolean(true)}},
-                      {m41, m41});
+  int vm = g.add_call(
+      "var_mean", "aten.var_mean.correction", {Arg::node_ref(add), Arg::list_of({Arg::integer(1)})},
+      {{"correction", Arg::integer(0)}, {"keepdim", Arg::boolean(true)}}, {m41, m41});
   int var = g.add_call("getitem", "getitem", {Arg::node_ref(vm), Arg::integer(0)}, {}, {m41});
   int mean = g.add_call("getitem_1", "getitem", {Arg::node_ref(vm), Arg::integer(1)}, {}, {m41});
   g.set_output({Arg::node_ref(add), Arg::node_ref(var), Arg::node_ref(mean)});
@@ -53,20 +52,18 @@ TEST(Text, EveryArgKindAndMetaForm) {
   int v = g.add_call(
       "view", "aten.as_strided.default",
       {Arg::node_ref(x), Arg::list_of({Arg::symbolic(s0)}), Arg::list_of({Arg::integer(1)})},
-      {{"storage_offset", Arg::integer(3)}},
-      {meta(DType::BFloat16, {s0}, {1}, 3, "cuda:0")});
-  int full = g.add_call(
-      "full", "aten.full.default",
-      {Arg::list_of({}), Arg::floating(-std::numeric_limits<double>::infinity())},
-      {{"dtype", Arg::dtype_of(DType::Int64)},
-       {"layout", Arg::enum_text("torch.strided")},
-       {"device", Arg::enum_text("cpu")},
-       {"pin_memory", Arg::boolean(false)},
-       {"fill", Arg::floating(std::numeric_limits<double>::quiet_NaN())},
-       {"tiny", Arg::floating(1e-20)},
-       {"note", Arg::str("it's a\ttab\\")},
-       {"missing", Arg::none()}},
-      {meta(DType::Int64, {}, {})});
+      {{"storage_offset", Arg::integer(3)}}, {meta(DType::BFloat16, {s0}, {1}, 3, "cuda:0")});
+  int full = g.add_call("full", "aten.full.default",
+                        {Arg::list_of({}), Arg::floating(-std::numeric_limits<double>::infinity())},
+                        {{"dtype", Arg::dtype_of(DType::Int64)},
+                         {"layout", Arg::enum_text("torch.strided")},
+                         {"device", Arg::enum_text("cpu")},
+                         {"pin_memory", Arg::boolean(false)},
+                         {"fill", Arg::floating(std::numeric_limits<double>::quiet_NaN())},
+                         {"tiny", Arg::floating(1e-20)},
+                         {"note", Arg::str("it's a\ttab\\")},
+                         {"missing", Arg::none()}},
+                        {meta(DType::Int64, {}, {})});
   g.set_output({Arg::node_ref(v), Arg::node_ref(full), Arg::node_ref(n)});
   EXPECT_EQ(g.to_text(),
             "%x : bf16[s0, s1]{s1, 1} = placeholder\n"
@@ -95,8 +92,8 @@ TEST(Text, OneOutputIsATupleAndNoMetaOmitsTheType) {
 
 TEST(Text, DTypeTags) {
   const std::pair<DType, const char*> tags[] = {
-      {DType::Bool, "b8"},     {DType::UInt8, "u8"},     {DType::Int8, "i8"},
-      {DType::Int16, "i16"},   {DType::Int32, "i32"},    {DType::Int64, "i64"},
+      {DType::Bool, "b8"},     {DType::UInt8, "u8"},      {DType::Int8, "i8"},
+      {DType::Int16, "i16"},   {DType::Int32, "i32"},     {DType::Int64, "i64"},
       {DType::Float16, "f16"}, {DType::BFloat16, "bf16"}, {DType::Float32, "f32"},
       {DType::Float64, "f64"},
   };

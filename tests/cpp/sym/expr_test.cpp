@@ -276,6 +276,19 @@ TEST_F(SymExpr, WithOperandsRecanonicalizes) {
   EXPECT_THROW(with_operands(e, {x}), std::invalid_argument);
 }
 
+TEST_F(SymExpr, SumDivisors) {
+  // A sum divisor divides products that have it as a factor.
+  Expr p = (x + y) * (s1 + 1);
+  EXPECT_EQ(exact_div(p, s1 + 1), x + y);
+  EXPECT_EQ(exact_div(2 * s1 + 2, s1 + 1), Expr(2));
+  EXPECT_EQ(exact_div(s1 + 1, s1 + 1), Expr(1));
+  EXPECT_EQ(exact_div(-s1 - 1, s1 + 1), Expr(-1));
+  EXPECT_EQ(exact_div(s1 + 2, s1 + 1), std::nullopt);
+  EXPECT_EQ(floordiv(p + z, s1 + 1), x + y + floordiv(z, s1 + 1));
+  EXPECT_EQ(mod(p + z, s1 + 1), mod(z, s1 + 1));
+  EXPECT_EQ((s1 + 1) * floordiv(z, s1 + 1) + mod(z, s1 + 1), z);
+}
+
 TEST_F(SymExpr, ExactDiv) {
   EXPECT_EQ(exact_div(8 * x + 4 * s0 * y, 4), 2 * x + s0 * y);
   EXPECT_EQ(exact_div(8 * x + 4, 4), 2 * x + 1);
@@ -336,12 +349,26 @@ TEST_F(SymExpr, AsAffine) {
   EXPECT_EQ(c->coeffs[0], Expr(0));
   EXPECT_EQ(c->constant, s0);
 
+  // Products of sums are multiplied out when they mention a var.
+  std::optional<Affine> d = as_affine((x + 1) * (s0 + 1) + y, {x, y});
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->coeffs[0], s0 + 1);
+  EXPECT_EQ(d->coeffs[1], Expr(1));
+  EXPECT_EQ(d->constant, s0 + 1);
+  std::optional<Affine> f = as_affine(((x * s0 + x + y) * (s1 + 1) + z), {x, y, z});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->coeffs[0], s0 * s1 + s0 + s1 + 1);
+  EXPECT_EQ(f->coeffs[1], s1 + 1);
+  EXPECT_EQ(f->coeffs[2], Expr(1));
+  EXPECT_FALSE(as_affine((x + 1) * (x + 2), {x}).has_value());
+
   EXPECT_FALSE(as_affine(floordiv(x, 2), {x}).has_value());
   EXPECT_FALSE(as_affine(x * y, {x, y}).has_value());
   EXPECT_FALSE(as_affine(x * x, {x}).has_value());
   EXPECT_FALSE(as_affine(min(x, 3) + y, {x, y}).has_value());
   EXPECT_FALSE(as_affine(lt(x, 3), {x}).has_value());
-  EXPECT_FALSE(as_affine(mod(s0, 4) + (x + 1) * (y + 1), {x}).has_value());
+  EXPECT_FALSE(as_affine(mod(s0, 4) + (x + 1) * (y + 1), {x, y}).has_value());
+  EXPECT_TRUE(as_affine(mod(s0, 4) + (x + 1) * (y + 1), {x}).has_value());
   EXPECT_TRUE(as_affine(mod(s0, 4) + x, {x}).has_value());
 }
 

@@ -157,6 +157,48 @@ TEST_F(SymSimplify, SymbolicDivisors) {
   EXPECT_EQ(simplify(floordiv(s1 * x1 + x2, s0 * s1), env), Expr(0));
 }
 
+TEST_F(SymSimplify, DelinearizeFlatIndexWithSymbolicSizes) {
+  // A flat index var over s0*s1 split back into [s0, s1] digits (as fusion's delinearize does).
+  add_size(s0, 64);
+  add_size(s1, 32);
+  env.add_index_var(x, s0 * s1);
+  EXPECT_EQ(simplify(mod(floordiv(x, s1), s0), env), floordiv(x, s1));
+  EXPECT_EQ(simplify(mod(x, s1), env), mod(x, s1));
+  EXPECT_TRUE(statically_known_true(lt(floordiv(x, s1), s0), env));
+  EXPECT_FALSE(statically_known_true(lt(floordiv(x, s1), s0 - 1), env));
+  // Recombining the digits gives the flat index back.
+  Expr digits = s1 * simplify(mod(floordiv(x, s1), s0), env) + simplify(mod(x, s1), env);
+  EXPECT_EQ(digits, x);
+}
+
+TEST_F(SymSimplify, ThreeLevelSymbolicDigitsRecombine) {
+  // x over [s0*s1*s2] split into [s0, s1, s2] digits and flattened again.
+  Expr s2 = Expr::symbol("s2");
+  add_size(s0, 4);
+  add_size(s1, 5);
+  add_size(s2, 6);
+  env.add_index_var(x, s0 * s1 * s2);
+  Expr g0 = simplify(floordiv(x, s1 * s2), env);
+  Expr g1 = simplify(mod(floordiv(x, s2), s1), env);
+  Expr g2 = simplify(mod(x, s2), env);
+  EXPECT_EQ(g0, floordiv(x, s1 * s2));
+  EXPECT_EQ(g2, mod(x, s2));
+  EXPECT_EQ(simplify((g0 * s1 + g1) * s2 + g2, env), x);
+  EXPECT_EQ(simplify(floordiv(floordiv(x, s2) + 3, s1), env), floordiv(x + 3 * s2, s1 * s2));
+}
+
+TEST_F(SymSimplify, ReshapeRoundTrip) {
+  // [4, 8] viewed as [32] viewed as [2, 16] and indexed back: digits recombine exactly.
+  env.add_index_var(x0, 2);
+  env.add_index_var(x1, 16);
+  Expr flat = 16 * x0 + x1;
+  Expr i0 = simplify(floordiv(flat, 8), env);
+  Expr i1 = simplify(mod(flat, 8), env);
+  EXPECT_EQ(i0, 2 * x0 + floordiv(x1, 8));
+  EXPECT_EQ(i1, mod(x1, 8));
+  EXPECT_EQ(simplify(8 * i0 + i1, env), flat);
+}
+
 TEST_F(SymSimplify, SymbolicProofWorksWithHintRanges) {
   // The caller recorded only [0, hint - 1] numerically; the registered extent still proves
   // x1 < s0.

@@ -138,6 +138,36 @@ std::string reduction_identity(ir::ReductionType t, DType d) {
   return "";
 }
 
+// The innermost frame of a Python stack trace as "file:line: code" (what the user wrote).
+std::string user_source_line(const std::string& trace) {
+  std::istringstream in(trace);
+  std::string line, frame, code;
+  bool want_code = false;
+  while (std::getline(in, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos) continue;
+    std::string text = line.substr(start);
+    if (text.rfind("File \"", 0) == 0) {
+      // File "path", line N, in fn
+      size_t q = text.find('"', 6);
+      size_t ln = text.find(", line ", q);
+      size_t end = text.find(',', ln + 7);
+      frame = q == std::string::npos || ln == std::string::npos
+                  ? text
+                  : text.substr(6, q - 6) + ":" + text.substr(ln + 7, end == std::string::npos ? std::string::npos : end - ln - 7);
+      code.clear();
+      want_code = true;
+      continue;
+    }
+    if (want_code && text.find_first_not_of("^~ ") != std::string::npos) {
+      code = text;
+      want_code = false;
+    }
+  }
+  if (frame.empty()) return "";
+  return code.empty() ? frame : frame + ": " + code;
+}
+
 class Emitter {
  public:
   Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k)
@@ -223,13 +253,8 @@ class Emitter {
     for (const auto& o : origins) {
       auto st = prog_.stack_traces.find(o);
       if (st == prog_.stack_traces.end()) continue;
-      // The last non-empty line of a stack trace is the user's line of code.
-      std::istringstream in(st->second);
-      std::string line, last;
-      while (std::getline(in, line)) {
-        if (line.find_first_not_of(" \t") != std::string::npos) last = line;
-      }
-      if (!last.empty()) lines.insert(last.substr(last.find_first_not_of(" \t")));
+      std::string where = user_source_line(st->second);
+      if (!where.empty()) lines.insert(where);
     }
     for (const auto& l : lines) c << "// source: " << l << "\n";
     c << "// buffers:";

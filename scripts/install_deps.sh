@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what building and testing coil needs on a fresh Debian machine with Python 3.10+.
+set -euo pipefail
+PY=${PYTHON:-python3}
+if ! [ -e /usr/include/gtest/gtest.h ]; then
+  if command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq libgtest-dev >/dev/null
+  else
+    echo "install GoogleTest (libgtest-dev) for the C++ unit tests" >&2
+  fi
+fi
+# torch is pinned: the CPU build of exactly this version is what the project is tested with.
+"$PY" -m pip install -q "torch==2.13.0"
+"$PY" -m pip install -q nanobind scikit-build-core cmake ninja pytest transformers

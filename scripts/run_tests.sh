@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every test: the C++ unit tests (GoogleTest, via CMake/CTest), then the Python tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+JOBS=${JOBS:-$(nproc)}
+
+cmake -S . -B build-tests -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOIL_BUILD_PYTHON=OFF -DCOIL_BUILD_TESTS=ON >/dev/null
+cmake --build build-tests -j "$JOBS"
+(cd build-tests && ctest --output-on-failure)
+
+bash scripts/build.sh
+"$PY" -m pytest tests/python -q -p no:cacheprovider "$@"
