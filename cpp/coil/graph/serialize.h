@@ -30,7 +30,9 @@
 //     {"floordiv": [E, E]}  {"mod": [E, E]}  {"min": [E, E...]}  {"max": [E, E...]}
 //     {"lt": [E, E]}  {"le": [E, E]}  {"eq": [E, E]}  {"ne": [E, E]}
 //     "const" (default 0) and "coeff" (default 1) are written only when not the default.
-//     Expressions are rebuilt through sym's canonicalizing constructors.
+//     Expressions are rebuilt through sym's canonicalizing constructors (a product multiplies
+//     its sum factors first, then the others, then the coefficient, which gives back every
+//     canonical product sym builds).
 //
 // to_json writes two-space-indented JSON in which short arrays and objects stay on one line.
 //

@@ -317,7 +317,7 @@ void Lowering::lower_node(const graph::Node& n) {
     bool extern_result = view && prog_.buffer_index(view->buffer) >= 0 &&
                          prog_.buffers[prog_.buffer_index(view->buffer)].kind == ir::Buffer::Kind::Extern;
     if (!extern_result) b.origins.insert(n.name);
-    apply_realize_policy(b, static_cast<int>(g_.users(n.id).size()));
+    apply_realize_policy(b, user_count_.at(n.id));
   }
   values_[n.id] = std::move(out);
 }
@@ -350,6 +350,19 @@ void Lowering::lower_outputs(const graph::Node& out) {
 
 void Lowering::run() {
   g_.validate();
+  user_count_.assign(g_.nodes().size(), 0);
+  for (const graph::Node& n : g_.nodes()) {
+    std::vector<const graph::Arg*> stack;
+    for (const auto& a : n.args) stack.push_back(&a);
+    for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
+    std::set<int> seen;  // a node used twice by one user counts once
+    while (!stack.empty()) {
+      const graph::Arg* a = stack.back();
+      stack.pop_back();
+      if (a->kind == graph::Arg::Kind::Node && seen.insert(a->node).second) ++user_count_[a->node];
+      for (const auto& item : a->list) stack.push_back(&item);
+    }
+  }
   for (const graph::Node& n : g_.nodes()) {
     switch (n.kind) {
       case graph::NodeKind::Placeholder: {

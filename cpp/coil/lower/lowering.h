@@ -124,6 +124,7 @@ class Lowering {
   const graph::Graph& g_;
   ir::Program& prog_;
   std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
+  std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
   const graph::Node* current_ = nullptr;
   int next_buffer_ = 0;
 };

@@ -28,14 +28,18 @@
 
 namespace coil::runtime {
 
+// Flags for generated kernels: optimized for this machine, OpenMP, no errno from math functions
+// (so sqrt and friends vectorize), no contraction into FMA (results match eager's rounding), and,
+// where glibc ships libmvec (x86-64, glibc 2.35+), its vector math functions (COIL_USE_LIBMVEC:
+// exp, log, tanh, erf, ... within 2 ulp).
+std::vector<std::string> default_kernel_flags();
+
 struct BuildOptions {
   // Required. Created (mode 0700) if missing; see the header comment for the checks.
   std::string cache_dir;
   // A program name looked up on PATH, or a path.
   std::string compiler = "g++";
-  std::vector<std::string> flags = {
-      "-O3",   "-march=native",        "-fopenmp",         "-std=c++17", "-shared",
-      "-fPIC", "-fno-strict-aliasing", "-ffp-contract=off"};
+  std::vector<std::string> flags = default_kernel_flags();
   // Testing only: appends a syntax error to the source so that the build fails.
   bool inject_build_failure = false;
 };

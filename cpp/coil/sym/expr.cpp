@@ -161,7 +161,6 @@ std::vector<Expr> term_list(const Expr& e) {
   return {e};
 }
 
-
 // factors must be sorted and contain no Int or Mul.
 Expr from_monomial(int64_t coeff, std::vector<Expr> factors) {
   if (coeff == 0) return 0;
@@ -249,8 +248,8 @@ class SumBuilder {
   // d*FloorDiv(x, d) + Mod(x, d) = x for every x and nonzero d (Python semantics), so
   //   c*d*FloorDiv(x, d) + c*Mod(x, d)  ->  c*x               (an index split into digits and
   //   c*x - c*d*FloorDiv(x, d)          ->  c*Mod(x, d)        recombined is the index again)
-  // Each rewrite removes a FloorDiv or Mod term and builds only sums of subexpressions of this
-  // one, so this terminates.
+  // Each rewrite replaces a FloorDiv term by parts of that FloorDiv's own operand, so this
+  // terminates.
   void fold_div_mod_pairs() {
     // Pairing constructs FloorDiv/Mod of subexpressions, which build sums of their own; the
     // nesting follows the expression's depth, and this cap keeps a pathological input from
@@ -401,13 +400,57 @@ std::pair<int64_t, Expr> primitive_part(const Expr& sum) {
   return {g, divide_coefficients(sum, g)};
 }
 
-// The divisor b as a monomial: a sum counts as one factor (its primitive part, as products store
-// it), so (s1 + 1)*x is a multiple of s1 + 1. nullopt for 0.
+// t / d for monomials: the coefficient must divide and d's factors must be among t's.
+std::optional<Monomial> divide_monomial(const Monomial& t, const Monomial& d) {
+  if (!divides(d.coeff, t.coeff)) return std::nullopt;
+  // Multiset difference t.factors - d.factors; both are sorted, so a walk suffices.
+  std::vector<Expr> rest;
+  size_t j = 0;
+  for (const Expr& f : t.factors) {
+    if (j < d.factors.size() && f == d.factors[j]) {
+      ++j;
+    } else {
+      rest.push_back(f);
+    }
+  }
+  if (j != d.factors.size()) return std::nullopt;
+  return Monomial{t.coeff / d.coeff, std::move(rest)};
+}
+
+// A sum as a factor of a product, in one form however it was built: its integer content (signed
+// so the first term is positive) and the factors all its terms share move out, leaving a
+// primitive sum. (2*x + 2) -> 2 * (x + 1); s*F + F -> F * (s + 1).
+Monomial primitive_monomial(const Expr& sum) {
+  auto [g, prim] = primitive_part(sum);
+  if (prim.kind() != Kind::Add || prim.int_value() != 0) return Monomial{g, {prim}};
+  const std::vector<Expr>& terms = prim.operands();
+  std::vector<Expr> common = as_monomial(terms[0]).factors;
+  for (size_t i = 1; i < terms.size() && !common.empty(); ++i) {
+    std::vector<Expr> fs = as_monomial(terms[i]).factors;
+    std::vector<Expr> both;
+    std::set_intersection(common.begin(), common.end(), fs.begin(), fs.end(),
+                          std::back_inserter(both));
+    common = std::move(both);
+  }
+  if (common.empty()) return Monomial{g, {prim}};
+  SumBuilder reduced;
+  for (const Expr& t : terms) {
+    Monomial q = *divide_monomial(as_monomial(t), Monomial{1, common});
+    reduced.add(from_monomial(q.coeff, std::move(q.factors)), 1);
+  }
+  // Dividing may reorder the terms; keep the first one positive.
+  auto [sign, rest] = primitive_part(reduced.build());
+  common.push_back(rest);
+  std::sort(common.begin(), common.end());
+  return Monomial{mul_checked(g, sign), std::move(common)};
+}
+
+// The divisor b as a monomial: a sum counts as a factor (in the form products store it), so
+// (s1 + 1)*x is a multiple of s1 + 1. nullopt for 0.
 std::optional<Monomial> divisor_monomial(const Expr& b) {
   if (b.is_int() && b.int_value() == 0) return std::nullopt;
   if (b.kind() != Kind::Add) return as_monomial(b);
-  auto [g, prim] = primitive_part(b);
-  return Monomial{g, {prim}};
+  return primitive_monomial(b);
 }
 
 // a * b for non-constant a and b, without distributing.
@@ -422,9 +465,9 @@ Expr product(const Expr& a, const Expr& b) {
         factors.push_back(f);
         continue;
       }
-      auto [g, prim] = primitive_part(f);
-      coeff = mul_checked(coeff, g);
-      factors.push_back(prim);
+      Monomial pm = primitive_monomial(f);
+      coeff = mul_checked(coeff, pm.coeff);
+      factors.insert(factors.end(), pm.factors.begin(), pm.factors.end());
     }
   }
   std::sort(factors.begin(), factors.end());
@@ -473,24 +516,25 @@ std::optional<Expr> pull_out_multiples(DivOp op, const Expr& a, const Expr& b) {
   return quotient.build() + floordiv(rest.build(), b);
 }
 
-// With g > 1 the gcd of a constant divisor g*k and the coefficients of the numerator's terms,
-// and its constant c = g*q + r (0 <= r < g):
+// With g > 1 the gcd of the divisor's integer content and the coefficients of the numerator's
+// terms (divisor g*k), and the numerator's constant c = g*q + r (0 <= r < g):
 //   FloorDiv(g*y + c, g*k) = FloorDiv(y + q, k)          (the low part r never carries)
 //   Mod(g*y + c, g*k)      = g*Mod(y + q, k) + r
-// For k < 0 this holds only when r = 0.
+// That needs k > 0 when r != 0, so a symbolic k (sign unknown here) takes only r = 0.
 std::optional<Expr> divide_out_content(DivOp op, const Expr& a, const Expr& b) {
-  if (!b.is_int()) return std::nullopt;
-  int64_t g = b.int_value();
+  int64_t g = content(b);
   for (const Expr& t : term_list(a)) g = gcd_abs(g, as_monomial(t).coeff);
   if (g <= 1) return std::nullopt;
   int64_t c = constant_part(a);
   int64_t q = floordiv_int(c, g);
   int64_t r = mod_int(c, g);
-  int64_t k = b.int_value() / g;
-  if (r != 0 && k < 0) return std::nullopt;
+  bool positive_k = b.is_int() && b.int_value() > 0;
+  if (r != 0 && !positive_k) return std::nullopt;
+  std::optional<Expr> k = exact_div(b, g);
+  if (!k) return std::nullopt;
   Expr y = divide_coefficients(a - c, g) + q;
-  if (op == DivOp::FloorDiv) return floordiv(y, k);
-  return g * mod(y, k) + r;
+  if (op == DivOp::FloorDiv) return floordiv(y, *k);
+  return g * mod(y, *k) + r;
 }
 
 // FloorDiv(a + FloorDiv(y, m), n) = FloorDiv(m*a + y, m*n) for n > 0: a + floor(y/m) is
@@ -735,10 +779,11 @@ std::optional<Expr> exact_div(const Expr& a, const Expr& b) {
   if (!divisor) return std::nullopt;
   const Monomial& d = *divisor;
   if (a == b) return 1;
-  if (a.kind() == Kind::Add && b.kind() == Kind::Add) {
-    // k*(p) over g*(p), p the common primitive sum.
-    auto [ga, pa] = primitive_part(a);
-    if (pa == d.factors[0] && divides(d.coeff, ga)) return ga / d.coeff;
+  if (a.kind() == Kind::Add && has_sum_factor(b)) {
+    // k*p over g*p, p the common primitive sum (and common factors).
+    if (std::optional<Monomial> q = divide_monomial(primitive_monomial(a), d)) {
+      return from_monomial(q->coeff, std::move(q->factors));
+    }
   }
   SumBuilder s;
   int64_t c = constant_part(a);
@@ -747,23 +792,38 @@ std::optional<Expr> exact_div(const Expr& a, const Expr& b) {
     s.add(c / d.coeff, 1);
   }
   for (const Expr& t : term_list(a)) {
-    Monomial m = as_monomial(t);
-    if (!divides(d.coeff, m.coeff)) return std::nullopt;
-    // Multiset difference m.factors - d.factors; both are sorted, so a walk suffices.
-    std::vector<Expr> rest;
-    size_t j = 0;
-    for (const Expr& f : m.factors) {
-      if (j < d.factors.size() && f == d.factors[j]) {
-        ++j;
-      } else {
-        rest.push_back(f);
-      }
-    }
-    if (j != d.factors.size()) return std::nullopt;
-    s.add(from_monomial(m.coeff / d.coeff, std::move(rest)), 1);
+    std::optional<Monomial> q = divide_monomial(as_monomial(t), d);
+    if (!q) return std::nullopt;
+    s.add(from_monomial(q->coeff, std::move(q->factors)), 1);
   }
   return s.build();
 }
+
+namespace {
+
+// The FloorDiv / Mod rules that hold for every value of the symbols, in the order tried (after
+// constant folding and the trivial identities). Each returns the rewritten expression or nullopt.
+using DivRule = std::optional<Expr> (*)(const Expr& a, const Expr& b);
+
+const DivRule kFloorDivRules[] = {
+    // FloorDiv(q*b + r, b) = q + FloorDiv(r, b)
+    [](const Expr& a, const Expr& b) { return pull_out_multiples(DivOp::FloorDiv, a, b); },
+    // FloorDiv(g*y + c, g*k) = FloorDiv(y + c // g, k) when the remainder c % g cannot carry
+    [](const Expr& a, const Expr& b) { return divide_out_content(DivOp::FloorDiv, a, b); },
+    // FloorDiv(a + FloorDiv(y, m), n) = FloorDiv(m*a + y, m*n) for n > 0
+    merge_nested_floordiv,
+};
+
+const DivRule kModRules[] = {
+    // Mod(c*Mod(t, m) + r, b) = Mod(c*t + r, b) when b divides m
+    strip_inner_mods,
+    // Mod(q*b + r, b) = Mod(r, b)
+    [](const Expr& a, const Expr& b) { return pull_out_multiples(DivOp::Mod, a, b); },
+    // Mod(g*y + c, g*k) = g*Mod(y + c // g, k) + c % g
+    [](const Expr& a, const Expr& b) { return divide_out_content(DivOp::Mod, a, b); },
+};
+
+}  // namespace
 
 Expr floordiv(const Expr& a, const Expr& b) {
   check_divisor("FloorDiv", a, b);
@@ -772,9 +832,9 @@ Expr floordiv(const Expr& a, const Expr& b) {
   if (b == -1) return -a;
   if (a == 0) return 0;
   if (a == b) return 1;
-  if (auto r = pull_out_multiples(DivOp::FloorDiv, a, b)) return *r;
-  if (auto r = divide_out_content(DivOp::FloorDiv, a, b)) return *r;
-  if (auto r = merge_nested_floordiv(a, b)) return *r;
+  for (DivRule rule : kFloorDivRules) {
+    if (std::optional<Expr> r = rule(a, b)) return *r;
+  }
   return make_node(Kind::FloorDiv, 0, {a, b});
 }
 
@@ -782,9 +842,9 @@ Expr mod(const Expr& a, const Expr& b) {
   check_divisor("Mod", a, b);
   if (a.is_int() && b.is_int()) return mod_int(a.int_value(), b.int_value());
   if (b == 1 || b == -1 || a == 0 || a == b) return 0;
-  if (auto r = strip_inner_mods(a, b)) return *r;
-  if (auto r = pull_out_multiples(DivOp::Mod, a, b)) return *r;
-  if (auto r = divide_out_content(DivOp::Mod, a, b)) return *r;
+  for (DivRule rule : kModRules) {
+    if (std::optional<Expr> r = rule(a, b)) return *r;
+  }
   return make_node(Kind::Mod, 0, {a, b});
 }
 

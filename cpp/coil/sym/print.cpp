@@ -102,10 +102,13 @@ class Printer {
     return {s, v < 0 ? kUnary : kAtom};
   }
 
-  // A term with its sign split off: "3*b" and negative for -3*b.
-  std::pair<bool, std::string> signed_term(const Expr& t) {
+  // A term with its sign split off: "3*b" and negative for -3*b. A leading minus binds tighter
+  // than // and %, so "-(a // b)" keeps its parentheses (Python reads -a // b as (-a) // b).
+  std::pair<bool, std::string> signed_term(const Expr& t, bool leading) {
     if (t.kind() == Kind::Mul && t.int_value() < 0 && t.int_value() != INT64_MIN) {
-      return {true, operand(-t, kProduct)};
+      Expr positive = -t;
+      bool division = positive.kind() == Kind::FloorDiv || positive.kind() == Kind::Mod;
+      return {true, operand(positive, leading && division ? kUnary : kProduct)};
     }
     return {false, operand(t, kSum + 1)};
   }
@@ -114,7 +117,7 @@ class Printer {
     std::string s;
     bool first = true;
     for (const Expr& t : e.operands()) {
-      auto [negative, text] = signed_term(t);
+      auto [negative, text] = signed_term(t, first);
       if (first) {
         s = negative ? "-" + text : text;
       } else {

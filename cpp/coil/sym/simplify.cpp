@@ -172,6 +172,17 @@ int64_t constant_part(const Expr& e) {
   return (e.is_int() || e.kind() == Kind::Add) ? e.int_value() : 0;
 }
 
+// gcd of the constant and the coefficients of e's terms.
+int64_t integer_content(const Expr& e) {
+  int64_t g = constant_part(e);
+  for (const Expr& t : term_list(e)) {
+    int64_t c = t.kind() == Kind::Mul ? t.int_value() : 1;
+    if (c == INT64_MIN || g == INT64_MIN) return 1;
+    g = std::gcd(g, c);
+  }
+  return g;
+}
+
 // The largest monomial dividing both a and b: gcd of the coefficients times the common factors.
 Expr monomial_gcd(const Expr& a, const Expr& b) {
   auto coeff = [](const Expr& e) { return e.kind() == Kind::Mul ? e.int_value() : int64_t{1}; };
@@ -416,7 +427,8 @@ Mono Analyzer::monotonicity(const Expr& e, const Expr& v) {
     case Kind::Eq:
     case Kind::Ne:
     case Kind::Int:
-    case Kind::Symbol: return depends_on(e, v) ? Mono::kUnknown : Mono::kConst;
+    case Kind::Symbol:
+      return depends_on(e, v) ? Mono::kUnknown : Mono::kConst;
   }
   return Mono::kUnknown;
 }
@@ -468,9 +480,13 @@ struct LowSplit {
 };
 
 std::optional<LowSplit> split_low_part(Analyzer& an, const Expr& x, const Expr& d) {
-  if (d.kind() == Kind::Add || !an.positive(d)) return std::nullopt;
+  if (!an.positive(d)) return std::nullopt;
   std::vector<Expr> candidates;
-  for (const Expr& t : term_list(x)) candidates.push_back(monomial_gcd(t, d));
+  for (const Expr& t : term_list(x)) {
+    // A sum divisor contributes its integer content only.
+    candidates.push_back(d.kind() == Kind::Add ? monomial_gcd(t, integer_content(d))
+                                               : monomial_gcd(t, d));
+  }
   if (d.is_int() && constant_part(x) != 0) candidates.push_back(monomial_gcd(constant_part(x), d));
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
@@ -649,8 +665,9 @@ std::optional<Expr> add_recombine_digits(Analyzer& an, const Expr& e) {
     const Expr& x = base.operands()[0];
     const Expr& d = base.operands()[1];
     Expr f = an.simplify(floordiv(x, d));
-    // Equal in value to e: d*f + Mod(x, d) == x.
-    Expr candidate = e - m * (d * f + base) + m * x;
+    // Equal in value to e, as d*f + Mod(x, d) == x. Subtracted one part at a time: construction
+    // would pair d*f + Mod(x, d) back into x before it could cancel anything.
+    Expr candidate = e - m * base - m * (d * f) + m * x;
     if (division_count(candidate) < cost) return candidate;
   }
   return std::nullopt;
@@ -709,13 +726,14 @@ Expr Analyzer::simplify(const Expr& e) {
     ops.push_back(simplify(op));
     changed = changed || ops.back() != op;
   }
+  // A rewrite that divides by a constant 0 (a divisor 0 everywhere in range: e is undefined
+  // there anyway) or needs a constant beyond int64 is skipped; what was built so far stands.
   Expr out = e;
   try {
-    out = apply_rules(changed ? with_operands(e, ops) : e);
+    out = changed ? with_operands(e, ops) : e;
+    out = apply_rules(out);
   } catch (const std::domain_error&) {
-    // A divisor became 0 within the ranges: e is undefined there anyway; leave it as it is.
   } catch (const std::overflow_error&) {
-    // A rewrite needed a constant beyond int64; e is still correct as it is.
   }
   simplify_cache_.insert_or_assign(e.node(), out);
   simplify_cache_.insert_or_assign(out.node(), out);

@@ -202,6 +202,18 @@ TEST_F(SymExpr, DivModDivideOutCommonFactor) {
   EXPECT_EQ(floordiv(4 * x + 2, 6), floordiv(2 * x + 1, 3));
   EXPECT_EQ(mod(4 * x, 8), 4 * mod(x, 2));
   EXPECT_EQ(mod(6 * x + 2, 4), 2 * mod(3 * x + 1, 2));
+  // The low part (the constant's remainder) never carries into the divided-out digits.
+  EXPECT_EQ(floordiv(-6 * x + 1, 9), floordiv(-2 * x, 3));
+  EXPECT_EQ(mod(-6 * x + 1, 9), 3 * mod(-2 * x, 3) + 1);
+  EXPECT_EQ(floordiv(6 * x + 7, 4), floordiv(3 * x + 3, 2));
+  // Symbolic divisors with integer content: only when no remainder is left (sign of k unknown).
+  EXPECT_EQ(floordiv(4 * x, 2 * s0 + 2), floordiv(2 * x, s0 + 1));
+  EXPECT_EQ(mod(4 * x, 2 * s0), 2 * mod(2 * x, s0));
+  EXPECT_EQ(floordiv(4 * x + 1, 2 * s0).kind(), Kind::FloorDiv);
+  EXPECT_EQ(floordiv(4 * x + 1, 2 * s0).operands()[1], 2 * s0);
+  EXPECT_EQ(floordiv(4 * x, -6), floordiv(2 * x, -3));
+  EXPECT_EQ(floordiv(4 * x - 5, -6).kind(), Kind::FloorDiv);
+  EXPECT_EQ(floordiv(4 * x - 5, -6).operands()[1], Expr(-6));
 }
 
 TEST_F(SymExpr, NestedDivMod) {

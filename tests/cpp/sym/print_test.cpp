@@ -62,6 +62,11 @@ TEST_F(SymPrint, Python) {
   EXPECT_EQ(to_python(floordiv(-a, 8)), "(-a) // 8");
   EXPECT_EQ(to_python(2 * floordiv(a, 8)), "2*(a // 8)");
   EXPECT_EQ(to_python(a - floordiv(a, 8)), "a - a // 8");
+  // Unary minus binds tighter than // and % in Python: -a % 5 is (-a) % 5.
+  EXPECT_EQ(to_python(1 - mod(a, 5)), "-(a % 5) + 1");
+  EXPECT_EQ(to_python(-floordiv(a, 5)), "-(a // 5)");
+  EXPECT_EQ(to_python(b - 2 * mod(a, 5)), "b - 2*(a % 5)");
+  EXPECT_EQ((1 - mod(a, 5)).str(), "-Mod(a, 5) + 1");
   EXPECT_EQ(to_python(b + floordiv(a, 8)), "b + a // 8");
   EXPECT_EQ(to_python(min(a, b) + max(a, b)), "min(a, b) + max(a, b)");
   EXPECT_EQ(to_python(lt(a, b)), "(a < b)");

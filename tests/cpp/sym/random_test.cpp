@@ -294,9 +294,9 @@ TEST_F(RandomSym, DigitSplitsRecombine) {
   int other_exact = 0;
   for (int iter = 0; iter < 1500; ++iter) {
     bool affine = uniform(0, 1) == 0;
-    Expr flat = affine ? uniform(-9, 9) * x + uniform(-9, 9) * y + uniform(-3, 3) * z * s +
-                             uniform(-20, 20)
-                       : random_expr(2);
+    Expr flat =
+        affine ? uniform(-9, 9) * x + uniform(-9, 9) * y + uniform(-3, 3) * z * s + uniform(-20, 20)
+               : random_expr(2);
     bool all_constant = true;
     Expr stride = 1;
     Expr sum = 0;

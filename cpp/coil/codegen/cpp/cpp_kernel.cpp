@@ -362,7 +362,9 @@ class Emitter {
     std::vector<std::string> inner_names;
     for (size_t j = 0; j < k_.rsizes.size(); ++j) {
       std::string r = "r" + std::to_string(j);
+      if (j + 1 == k_.rsizes.size() && reductions.empty()) line("#pragma omp simd");
       if (j + 1 == k_.rsizes.size() && all_sums && !reductions.empty()) {
+        // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are).
         std::string list;
         for (const auto* m : reductions) list += (list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
         line("#pragma omp simd reduction(+:" + list + ")");
@@ -439,7 +441,7 @@ class Emitter {
         if (pointwise && nx == 1) pragma += " simd";
         if (collapse > 1) pragma += " collapse(" + std::to_string(collapse) + ")";
         line(pragma);
-      } else if (i + 1 == nx && pointwise && nx > 1) {
+      } else if (i + 1 == nx && pointwise) {
         line("#pragma omp simd");
       }
       std::string x = "x" + std::to_string(i);

@@ -1,0 +1,149 @@
+// Generated-code snapshots: for a fixed set of small graphs (tests/cpp/test_graphs.h), the kernel
+// source, the wrapper, the schedule and the fusion verdicts must match the files checked in under
+// tests/snapshots/<graph>.<artifact>.txt. A refactor must leave them unchanged; a heuristic change
+// shows, in the diff of these files, exactly which kernels it changed.
+//
+// To accept new output after an intended change, rerun with COIL_UPDATE_SNAPSHOTS=1 and review
+// the diff of tests/snapshots/ before committing it.
+//
+// The C++ prelude (cpp/coil/codegen/cpp/prelude.h) is the same for every graph; it is replaced by
+// one marker line so that a prelude edit does not touch every snapshot.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../test_graphs.h"
+#include "coil/codegen/cpp/prelude.h"
+#include "coil/compile.h"
+
+namespace coil::codegen {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kArtifacts[] = {"kernels.cpp", "output_code.py", "schedule.txt", "fusion.txt"};
+const char* const kPreludeMarker = "// <coil prelude: cpp/coil/codegen/cpp/prelude.h>\n";
+
+fs::path snapshot_dir() {
+  return (fs::path(__FILE__).parent_path() / ".." / ".." / "snapshots").lexically_normal();
+}
+
+bool updating() {
+  const char* v = std::getenv("COIL_UPDATE_SNAPSHOTS");
+  return v && std::string(v) == "1";
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+  }
+  return text;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The first differing region of two texts, as "-expected" / "+actual" lines with a little context.
+std::string first_difference(const std::string& expected, const std::string& actual) {
+  std::vector<std::string> e = split_lines(expected), a = split_lines(actual);
+  size_t first = 0;
+  while (first < e.size() && first < a.size() && e[first] == a[first]) ++first;
+  // Trim the common tail so the hunk shows only what changed.
+  size_t te = e.size(), ta = a.size();
+  while (te > first && ta > first && e[te - 1] == a[ta - 1]) --te, --ta;
+  constexpr size_t kContext = 3, kMaxLines = 20;
+  std::ostringstream out;
+  size_t from = first >= kContext ? first - kContext : 0;
+  out << "@@ line " << first + 1 << " (expected " << e.size() << " lines, got " << a.size()
+      << ") @@\n";
+  for (size_t i = from; i < first; ++i) out << "  " << e[i] << "\n";
+  for (size_t i = first; i < te && i < first + kMaxLines; ++i) out << "- " << e[i] << "\n";
+  if (te > first + kMaxLines) out << "- ... (" << te - first - kMaxLines << " more)\n";
+  for (size_t i = first; i < ta && i < first + kMaxLines; ++i) out << "+ " << a[i] << "\n";
+  if (ta > first + kMaxLines) out << "+ ... (" << ta - first - kMaxLines << " more)\n";
+  for (size_t i = te; i < e.size() && i < te + kContext; ++i) out << "  " << e[i] << "\n";
+  return out.str();
+}
+
+class Snapshot : public ::testing::TestWithParam<test::NamedGraph> {};
+
+TEST_P(Snapshot, MatchesCheckedInFiles) {
+  const test::NamedGraph& named = GetParam();
+  CompileOptions opts;
+  opts.title = named.name;
+  CompileResult r = compile_graph(named.build(), opts);
+
+  fs::path dir = snapshot_dir();
+  for (const char* artifact : kArtifacts) {
+    auto it = r.artifacts.find(artifact);
+    std::string actual = it == r.artifacts.end()
+                             ? std::string("<no ") + artifact + ": the graph has no kernels>\n"
+                             : replace_all(it->second, cpp::kPrelude, kPreludeMarker);
+    fs::path file = dir / (named.name + "." + artifact + ".txt");
+    if (updating()) {
+      fs::create_directories(dir);
+      std::ofstream(file, std::ios::binary) << actual;
+      continue;
+    }
+    ASSERT_TRUE(fs::exists(file)) << "missing snapshot " << file
+                                  << "\nCreate it with: COIL_UPDATE_SNAPSHOTS=1 ./coil_tests "
+                                     "--gtest_filter='*Snapshot*'";
+    std::string expected = read_file(file);
+    EXPECT_TRUE(expected == actual)
+        << "generated " << artifact << " for graph '" << named.name << "' differs from " << file
+        << "\n"
+        << first_difference(expected, actual)
+        << "If the change is intended, update the snapshots with:\n"
+           "  COIL_UPDATE_SNAPSHOTS=1 ./coil_tests --gtest_filter='*Snapshot*'\n"
+           "and review `git diff tests/snapshots`.";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, Snapshot, ::testing::ValuesIn(test::snapshot_graphs()),
+                         [](const ::testing::TestParamInfo<test::NamedGraph>& info) {
+                           return info.param.name;
+                         });
+
+// The snapshot set itself must stay fixed: a graph silently dropped from the list would stop
+// being compared without any test failing.
+TEST(SnapshotSet, EveryCheckedInFileHasAGraph) {
+  if (updating()) GTEST_SKIP() << "updating snapshots";
+  std::vector<std::string> names;
+  for (const auto& g : test::snapshot_graphs()) names.push_back(g.name);
+  for (const auto& entry : fs::directory_iterator(snapshot_dir())) {
+    std::string file = entry.path().filename().string();
+    std::string graph = file.substr(0, file.find('.'));
+    EXPECT_NE(std::find(names.begin(), names.end(), graph), names.end())
+        << "tests/snapshots/" << file << " belongs to no graph in test::snapshot_graphs()";
+  }
+}
+
+// The prelude marker must actually replace the prelude (otherwise every snapshot embeds it).
+TEST(SnapshotSet, PreludeIsFactoredOut) {
+  CompileResult r = compile_graph(test::pointwise_chain(), CompileOptions{});
+  ASSERT_TRUE(r.artifacts.count("kernels.cpp"));
+  std::string kernels = replace_all(r.artifacts.at("kernels.cpp"), cpp::kPrelude, kPreludeMarker);
+  EXPECT_EQ(kernels.rfind(kPreludeMarker, 0), 0u) << kernels.substr(0, 200);
+  std::string wrapper = replace_all(r.output_code, cpp::kPrelude, kPreludeMarker);
+  EXPECT_NE(wrapper.find(kPreludeMarker), std::string::npos);
+}
+
+}  // namespace
+}  // namespace coil::codegen
