@@ -28,6 +28,13 @@ import torch
 
 BACKEND = os.environ.get("COIL_TEST_BACKEND", "coil")
 
+if BACKEND == "inductor":
+    # Inductor by default skips the rounding of explicit low-precision casts inside fused code
+    # (x.to(bfloat16).to(float32) becomes a no-op); eager rounds, and so must coil.
+    import torch._inductor.config
+
+    torch._inductor.config.emulate_precision_casts = True
+
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 ALL_DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16)
 

@@ -119,8 +119,11 @@ SCALAR_FNS = {
 
 @pytest.mark.parametrize("dtype", NUMERIC, ids=_ids(NUMERIC))
 def test_python_scalars(dtype):
+    # bf16: "chain" has bf16 intermediates that eager rounds and a fused kernel may keep in
+    # float; values reach ~10, where one bf16 ulp is 0.0625
+    tol = dict(atol=0.07, rtol=1.6e-2) if dtype == BF16 else {}
     check(lambda x: {name: f(x) for name, f in SCALAR_FNS.items()}, make_tensor((4, 8), dtype),
-          check_strides=True)
+          check_strides=True, **tol)
 
 
 def test_bool_with_scalars():
@@ -165,7 +168,10 @@ def test_type_promotion(da, db):
 def test_zero_dim_promotion(da, db):
     # a 0-d tensor only promotes across categories (int -> float), not within one
     a, s = make_tensor((4, 8), da), make_tensor((), db, "nonzero")
-    check(lambda x, y: (x + y, x * y, y - x if da != BOOL else x & (y > 0)), a, s)
+    # bf16 with a float 0-d operand: whether the scalar is rounded to bf16 before the op is
+    # within half a bf16 ulp of the inputs (~4e-3), visible after cancellation in y - x
+    tol = dict(atol=1e-2, rtol=1.6e-2) if da == BF16 else {}
+    check(lambda x, y: (x + y, x * y, y - x if da != BOOL else x & (y > 0)), a, s, **tol)
 
 
 # --------------------------------------------------------------------------------------------

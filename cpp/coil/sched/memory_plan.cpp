@@ -47,6 +47,27 @@ void assign_stages(const ir::Program& prog, Kernel& k) {
   }
 }
 
+bool same_layout(const ir::Layout& a, const ir::Layout& b) {
+  return a.dtype == b.dtype && a.device == b.device && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset;
+}
+
+// May member `writer` of k store its buffer over `victim` (which k reads for the last time)?
+bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer, const std::string& victim) {
+  const Member& w = k.members[writer];
+  sym::RangeEnv env = k.range_env();
+  Expr write = sym::simplify(sym::substitute(prog.buffers[w.buffer].write_index(), w.var_map), env);
+  for (size_t i = 0; i < k.members.size(); ++i) {
+    const Member& m = k.members[i];
+    for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
+      if (a.buffer != victim) continue;
+      // Every read of the victim must happen before the store, at the stored element.
+      if (i > writer || m.stage != w.stage) return false;
+      if (sym::simplify(sym::substitute(a.index, m.var_map), env) != write) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void plan_memory(const ir::Program& prog, Schedule& s) {
@@ -161,12 +182,27 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   for (const auto& [name, plan] : s.buffers) {
     if (plan.stored && plan.free_step >= 0) frees_after[plan.free_step].push_back(name);
   }
+  std::set<std::string> consumed;  // taken in place: never enters the pool
   for (size_t step = 0; step < s.steps.size(); ++step) {
     if (s.steps[step].kind == Step::Kind::Kernel) {
-      for (const Member& m : s.kernels[s.steps[step].index].members) {
+      const Kernel& k = s.kernels[s.steps[step].index];
+      for (size_t mi = 0; mi < k.members.size(); ++mi) {
+        const Member& m = k.members[mi];
         const ir::Buffer& b = prog.buffers[m.buffer];
         BufferPlan& plan = s.buffers[b.name];
         if (!plan.stored) continue;
+        for (int victim : reads[s.steps[step].index]) {
+          const ir::Buffer& v = prog.buffers[victim];
+          if (v.kind == ir::Buffer::Kind::Input || outputs.count(v.name) || consumed.count(v.name)) continue;
+          const BufferPlan& vp = s.buffers[v.name];
+          if (!vp.stored || vp.free_step != static_cast<int>(step) || !same_layout(v.layout, b.layout)) continue;
+          if (!can_write_in_place(prog, k, mi, v.name)) continue;
+          plan.reuses = v.name;
+          plan.in_place = true;
+          consumed.insert(v.name);
+          break;
+        }
+        if (plan.in_place) continue;
         int64_t bytes = storage_bytes(b.layout);
         auto it = pool.find({b.layout.device, static_cast<int>(b.layout.dtype), bytes});
         if (bytes <= 0 || it == pool.end() || it->second.empty()) continue;
@@ -175,6 +211,7 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
       }
     }
     for (const std::string& name : frees_after[static_cast<int>(step)]) {
+      if (consumed.count(name)) continue;
       const ir::Buffer& b = prog.buffer(name);
       pool[{b.layout.device, static_cast<int>(b.layout.dtype), storage_bytes(b.layout)}].push_back(name);
     }

@@ -82,6 +82,7 @@ struct BufferPlan {
   int alloc_step = -1;     // the step before which it is allocated (-1: input)
   int free_step = -1;      // the step after which it is freed (-1: never: input or output)
   std::string reuses;      // the freed buffer whose memory it takes, if any
+  bool in_place = false;   // reuses a buffer its own kernel reads last, at the same index
 };
 
 struct Schedule {

@@ -164,7 +164,7 @@ std::string Schedule::schedule_text(const ir::Program& prog) const {
   for (const auto& [name, plan] : buffers) {
     if (!plan.stored) continue;
     out << "  " << name << ": allocated at step " << plan.alloc_step;
-    if (!plan.reuses.empty()) out << " reusing " << plan.reuses;
+    if (!plan.reuses.empty()) out << (plan.in_place ? " in place of " : " reusing ") << plan.reuses;
     out << (plan.free_step >= 0 ? ", freed after step " + std::to_string(plan.free_step) : ", kept (output)") << "\n";
   }
   return out.str();

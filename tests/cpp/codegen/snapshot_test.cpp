@@ -1,6 +1,6 @@
 // Generated-code snapshots: for a fixed set of small graphs (tests/cpp/test_graphs.h), the kernel
 // source, the wrapper, the schedule and the fusion verdicts must match the files checked in under
-// tests/snapshots/<graph>.<artifact>.txt. A refactor must leave them unchanged; a heuristic change
+// tests/snapshots/<graph>.<artifact>[.txt]. A refactor must leave them unchanged; a heuristic change
 // shows, in the diff of these files, exactly which kernels it changed.
 //
 // To accept new output after an intended change, rerun with COIL_UPDATE_SNAPSHOTS=1 and review
@@ -32,6 +32,13 @@ const char* const kPreludeMarker = "// <coil prelude: cpp/coil/codegen/cpp/prelu
 
 fs::path snapshot_dir() {
   return (fs::path(__FILE__).parent_path() / ".." / ".." / "snapshots").lexically_normal();
+}
+
+// <graph>.<artifact>, with ".txt" appended unless the artifact already is a .txt file, so that
+// every snapshot is plain text to tools (no linter or compiler picks up a .py or .cpp snapshot).
+std::string snapshot_file(const std::string& graph, const std::string& artifact) {
+  bool is_txt = artifact.size() >= 4 && artifact.compare(artifact.size() - 4, 4, ".txt") == 0;
+  return graph + "." + artifact + (is_txt ? "" : ".txt");
 }
 
 bool updating() {
@@ -96,7 +103,7 @@ TEST_P(Snapshot, MatchesCheckedInFiles) {
     std::string actual = it == r.artifacts.end()
                              ? std::string("<no ") + artifact + ": the graph has no kernels>\n"
                              : replace_all(it->second, cpp::kPrelude, kPreludeMarker);
-    fs::path file = dir / (named.name + "." + artifact + ".txt");
+    fs::path file = dir / snapshot_file(named.name, artifact);
     if (updating()) {
       fs::create_directories(dir);
       std::ofstream(file, std::ios::binary) << actual;

@@ -226,9 +226,15 @@ class Emitter {
       }
       if (stored(b.name)) writes.push_back(b.name);
     }
+    // A buffer stored in place over one this kernel reads: one pointer serves both.
+    std::map<std::string, std::string> in_place;  // read buffer -> written buffer
+    for (const std::string& w : writes) {
+      auto it = s_.buffers.find(w);
+      if (it != s_.buffers.end() && it->second.in_place) in_place[it->second.reuses] = w;
+    }
     int in = 0, out = 0;
     for (const std::string& r : reads) {
-      if (std::find(writes.begin(), writes.end(), r) != writes.end()) continue;
+      if (std::find(writes.begin(), writes.end(), r) != writes.end() || in_place.count(r)) continue;
       args_.push_back({r, false});
       ptr_[r] = "in_ptr" + std::to_string(in++);
     }
@@ -236,6 +242,7 @@ class Emitter {
       args_.push_back({w, true});
       ptr_[w] = "out_ptr" + std::to_string(out++);
     }
+    for (const auto& [r, w] : in_place) ptr_[r] = ptr_[w];
   }
 
   std::string header_comment(const std::string& name) const {

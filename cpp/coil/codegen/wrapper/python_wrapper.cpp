@@ -111,6 +111,10 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   }
   auto allocate = [&](const ir::Buffer& b) {
     const sched::BufferPlan& plan = s.buffers.at(b.name);
+    if (plan.in_place) {
+      out << "    " << b.name << " = " << plan.reuses << "; del " << plan.reuses << "  # reuse in place\n";
+      return;
+    }
     if (!plan.reuses.empty()) {
       out << "    " << b.name << " = torch.as_strided(" << plan.reuses << ", " << tuple_text(b.layout.sizes) << ", "
           << tuple_text(b.layout.strides) << ", 0)\n";
