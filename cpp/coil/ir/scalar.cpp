@@ -129,6 +129,7 @@ Value int_constant(int64_t v, DType dtype) {
 }
 
 Value index_expr(const sym::Expr& e, DType dtype) {
+  if (auto v = e.as_int()) return int_constant(*v, dtype);
   ScalarNode n = make_node(Op::IndexExpr, dtype, {});
   n.index = e;
   return intern(std::move(n));

@@ -163,7 +163,9 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
         for (const Member& m : k.members) {
           bool reads_it = false;
           for (const Access& a : buffer_reads(prog.buffers[m.buffer])) reads_it |= a.buffer == b.name;
-          if (reads_it && self->inner && m.stage != self->stage) local = false;
+          // Reduction results are per x point (like outer values), visible to every later stage.
+          bool per_point = !self->inner || b.is_reduction();
+          if (reads_it && !per_point && m.stage != self->stage) local = false;
         }
       }
       plan.stored = !local;
@@ -194,6 +196,7 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
         for (int victim : reads[s.steps[step].index]) {
           const ir::Buffer& v = prog.buffers[victim];
           if (v.kind == ir::Buffer::Kind::Input || outputs.count(v.name) || consumed.count(v.name)) continue;
+          if (unit_of[victim] == s.steps[step].index) continue;  // made by this kernel: still in use
           const BufferPlan& vp = s.buffers[v.name];
           if (!vp.stored || vp.free_step != static_cast<int>(step) || !same_layout(v.layout, b.layout)) continue;
           if (!can_write_in_place(prog, k, mi, v.name)) continue;

@@ -58,6 +58,9 @@ struct Kernel {
   std::vector<Member> members;  // topological (program) order
   std::vector<Stage> stages;
   std::vector<std::string> decisions;  // why the kernel looks the way it does
+  // Loop strategies (choose_loop_order), for the CPU renderer:
+  int64_t column_block = 0;  // > 0: reductions run with the last x dim innermost, this many at a time
+  int64_t tile = 0;          // > 0: pointwise: the two innermost x dims are tiled by this size
 
   bool has_reduction() const { return !rsizes.empty(); }
   sym::RangeEnv range_env() const;
@@ -101,7 +104,8 @@ struct Schedule {
 std::vector<Access> buffer_reads(const ir::Buffer& b);  // in the buffer's v/u variables
 void remove_dead_buffers(ir::Program& prog, Schedule& s);
 void fuse(const ir::Program& prog, Schedule& s);
-void choose_loop_order(const ir::Program& prog, Schedule& s);
+void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies
+void order_loops(const ir::Program& prog, Kernel& k);
 void plan_memory(const ir::Program& prog, Schedule& s);
 
 Schedule schedule_program(ir::Program& prog);

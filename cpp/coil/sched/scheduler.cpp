@@ -15,6 +15,60 @@ std::string sizes_text(const std::vector<Expr>& v) {
   return s + "]";
 }
 
+// Reads of every member, as affine coefficients over the kernel's x then r variables.
+std::vector<sym::Affine> read_coefficients(const ir::Program& prog, const Kernel& k) {
+  std::vector<Expr> vars;
+  for (size_t i = 0; i < k.xsizes.size(); ++i) vars.push_back(xvar(static_cast<int>(i)));
+  for (size_t j = 0; j < k.rsizes.size(); ++j) vars.push_back(rvar(static_cast<int>(j)));
+  std::vector<sym::Affine> out;
+  for (const Member& m : k.members) {
+    for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
+      auto aff = sym::as_affine(sym::substitute(a.index, m.var_map), vars);
+      if (aff) out.push_back(*aff);
+    }
+  }
+  return out;
+}
+
+bool at_least(const Expr& e, int64_t n) { return e.as_int() && *e.as_int() >= n; }
+
+// Column reductions (sum over dim 0 of a row-major matrix) read memory with a large stride along
+// r. Running a block of neighbouring x points together, innermost, makes every read contiguous
+// and vectorizable. Transposed pointwise reads are handled by tiling the two innermost dims so
+// both the strided and the contiguous side stay in cache.
+constexpr int64_t kColumnBlock = 64;
+constexpr int64_t kTranspose_tile = 32;
+
+void choose_cpu_strategy(const ir::Program& prog, Kernel& k) {
+  size_t nx = k.xsizes.size();
+  if (nx == 0) return;
+  std::vector<sym::Affine> reads = read_coefficients(prog, k);
+  if (k.has_reduction()) {
+    if (!at_least(k.xsizes[nx - 1], 16)) return;
+    size_t r_last = nx + k.rsizes.size() - 1;
+    bool x_contiguous = false, r_contiguous = false;
+    for (const sym::Affine& a : reads) {
+      x_contiguous |= a.coeffs[nx - 1] == Expr(1);
+      r_contiguous |= a.coeffs[r_last] == Expr(1);
+    }
+    if (!x_contiguous || r_contiguous) return;
+    k.column_block = kColumnBlock;
+    k.decisions.push_back("reduction strategy: column (reads are contiguous along x" + std::to_string(nx - 1) +
+                          ", strided along r): " + std::to_string(kColumnBlock) + " x points at a time, innermost");
+    return;
+  }
+  if (nx < 2 || !at_least(k.xsizes[nx - 1], 16) || !at_least(k.xsizes[nx - 2], 16)) return;
+  for (const sym::Affine& a : reads) {
+    if (a.coeffs[nx - 2] == Expr(1) && a.coeffs[nx - 1] != Expr(1)) {
+      k.tile = kTranspose_tile;
+      k.decisions.push_back("tiling " + std::to_string(kTranspose_tile) + "x" + std::to_string(kTranspose_tile) +
+                            " over x" + std::to_string(nx - 2) + ", x" + std::to_string(nx - 1) +
+                            ": a read is contiguous along x" + std::to_string(nx - 2) + " (transposed)");
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void remove_dead_buffers(ir::Program& prog, Schedule& s) {
@@ -49,7 +103,14 @@ void choose_loop_order(const ir::Program& prog, Schedule& s) {
   // Pointwise kernels: the dimension with the smallest stride in the stores goes innermost, so
   // the inner loop walks memory contiguously (vectorizable, one cache line after another).
   for (Kernel& k : s.kernels) {
-    if (k.has_reduction() || k.xsizes.size() < 2) continue;
+    order_loops(prog, k);
+    choose_cpu_strategy(prog, k);
+  }
+}
+
+void order_loops(const ir::Program& prog, Kernel& k) {
+  {
+    if (k.has_reduction() || k.xsizes.size() < 2) return;
     std::vector<Expr> xs;
     for (size_t i = 0; i < k.xsizes.size(); ++i) xs.push_back(xvar(static_cast<int>(i)));
     std::vector<int64_t> score(xs.size(), 0);  // sum of |stride| over stores; larger = outer
@@ -65,13 +126,13 @@ void choose_loop_order(const ir::Program& prog, Schedule& s) {
       known = true;
       break;  // the first store decides; fused members share its iteration order
     }
-    if (!known) continue;
+    if (!known) return;
     std::vector<size_t> order(xs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == i;
-    if (identity) continue;
+    if (identity) return;
     sym::ExprMap rename;
     std::vector<Expr> sizes;
     for (size_t pos = 0; pos < order.size(); ++pos) {

@@ -221,7 +221,8 @@ class Emitter {
         const sched::Member* producer = member_of(a.buffer);
         // A value made in this kernel is read from memory only when it was stored in an earlier
         // stage (inner values are not visible across loops).
-        if (producer && !(producer->inner && producer->stage != m.stage && stored(a.buffer))) continue;
+        bool per_point = !producer || !producer->inner || prog_.buffer(a.buffer).is_reduction();
+        if (producer && !(!per_point && producer->stage != m.stage && stored(a.buffer))) continue;
         if (std::find(reads.begin(), reads.end(), a.buffer) == reads.end()) reads.push_back(a.buffer);
       }
       if (stored(b.name)) writes.push_back(b.name);
@@ -337,40 +338,78 @@ class Emitter {
     line(ptr_.at(b.name) + "[" + index_text(b.name, idx) + "] = " + val + ";");
   }
 
+  // Column mode (Kernel::column_block): the last x dim runs innermost in blocks, so per-x-point
+  // values are arrays indexed by the lane xi, and each x point's code sits in a `for (xi ...)` loop.
+  bool column() const { return k_.column_block > 0; }
+  std::string last_x() const { return "x" + std::to_string(k_.xsizes.size() - 1); }
+  std::string lane(const std::string& v) const { return column() ? v + "[xi]" : v; }
+
+  void open_lanes(bool simd) {
+    if (!column()) return;
+    if (simd) line("#pragma omp simd");
+    line("for (int64_t xi = 0; xi < xn; ++xi) {");
+    ++indent_;
+    line("const int64_t " + last_x() + " = xc + xi;");
+    memo_.emplace_back();
+  }
+
+  void close_lanes() {
+    if (!column()) return;
+    memo_.pop_back();
+    --indent_;
+    line("}");
+  }
+
+  // Computes a pointwise member; outer-level values in column mode go to their lane's slot.
   void emit_pointwise(const sched::Member& m) {
     const ir::Buffer& b = prog_.buffers[m.buffer];
     std::string val = value(kernel_body(m));
     std::string var = "v_" + b.name;
-    line(ctype(b.layout.dtype) + " " + var + " = " + val + ";");
+    if (column() && !m.inner) {
+      var = lane(var);
+      line(var + " = " + val + ";");
+    } else {
+      line(ctype(b.layout.dtype) + " " + var + " = " + val + ";");
+    }
     available_[b.name] = var;
     store(b, m, var);
   }
 
+  static bool is_arg_reduction(const ir::Buffer& b) {
+    return *b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin;
+  }
+
   void render_stage(const sched::Stage& stage) {
     if (!stage.inner) {
+      open_lanes(true);
       for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+      close_lanes();
       return;
     }
-    // Accumulators for the reductions of this loop.
+    // Accumulators for the reductions of this loop (one per lane in column mode).
     std::vector<const sched::Member*> reductions;
     bool all_sums = true;
+    std::string block = column() ? "[" + std::to_string(k_.column_block) + "]" : "";
     for (int mi : stage.members) {
       const sched::Member& m = k_.members[mi];
       const ir::Buffer& b = prog_.buffers[m.buffer];
       if (!b.is_reduction()) continue;
       reductions.push_back(&m);
       DType acc = b.body.dtype();
-      line(ctype(acc) + " acc_" + b.name + " = " + reduction_identity(*b.reduction, acc) + ";");
-      if (*b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin) {
-        line("int64_t acci_" + b.name + " = 0;");
+      std::string init = reduction_identity(*b.reduction, acc);
+      line(ctype(acc) + " acc_" + b.name + block + (column() ? ";" : " = " + init + ";"));
+      if (is_arg_reduction(b)) line("int64_t acci_" + b.name + block + (column() ? ";" : " = 0;"));
+      if (column()) {
+        line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + b.name + "[xi] = " + init + ";");
+        if (is_arg_reduction(b)) line("for (int64_t xi = 0; xi < xn; ++xi) acci_" + b.name + "[xi] = 0;");
       }
       all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
     }
-    std::vector<std::string> inner_names;
     for (size_t j = 0; j < k_.rsizes.size(); ++j) {
       std::string r = "r" + std::to_string(j);
-      if (j + 1 == k_.rsizes.size() && reductions.empty()) line("#pragma omp simd");
-      if (j + 1 == k_.rsizes.size() && all_sums && !reductions.empty()) {
+      bool innermost = j + 1 == k_.rsizes.size() && !column();
+      if (innermost && reductions.empty()) line("#pragma omp simd");
+      if (innermost && all_sums && !reductions.empty()) {
         // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are).
         std::string list;
         for (const auto* m : reductions) list += (list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
@@ -380,6 +419,7 @@ class Emitter {
       ++indent_;
     }
     memo_.emplace_back();
+    open_lanes(true);
     std::map<std::string, std::string> saved_available = available_;
     for (int mi : stage.members) {
       const sched::Member& m = k_.members[mi];
@@ -389,7 +429,7 @@ class Emitter {
         continue;
       }
       std::string val = value(kernel_body(m));
-      std::string acc = "acc_" + b.name;
+      std::string acc = lane("acc_" + b.name);
       DType t = b.body.dtype();
       switch (*b.reduction) {
         case ir::ReductionType::Sum: line(acc + " = " + acc + " + " + val + ";"); break;
@@ -408,28 +448,42 @@ class Emitter {
           std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
           line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc + "))) {");
           line("  " + acc + " = " + val + ";");
-          line("  acci_" + b.name + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) + ";");
+          line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) + ";");
           line("}");
           break;
         }
       }
     }
-    memo_.pop_back();
     available_ = saved_available;
+    close_lanes();
+    memo_.pop_back();
     for (size_t j = 0; j < k_.rsizes.size(); ++j) {
       --indent_;
       line("}");
     }
     // Results of the loop: one value per x point.
+    open_lanes(false);
     for (const sched::Member* m : reductions) {
       const ir::Buffer& b = prog_.buffers[m->buffer];
-      bool arg = *b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin;
-      std::string src = arg ? "acci_" + b.name : "acc_" + b.name;
+      std::string src = lane(is_arg_reduction(b) ? "acci_" + b.name : "acc_" + b.name);
       std::string var = "v_" + b.name;
-      line(ctype(b.layout.dtype) + " " + var + " = static_cast<" + ctype(b.layout.dtype) + ">(" + src + ");");
+      std::string cast = "static_cast<" + ctype(b.layout.dtype) + ">(" + src + ")";
+      if (column()) {
+        var = lane(var);
+        line(var + " = " + cast + ";");
+      } else {
+        line(ctype(b.layout.dtype) + " " + var + " = " + cast + ";");
+      }
       available_[b.name] = var;
       store(b, *m, var);
     }
+    close_lanes();
+  }
+
+  std::string loop_header(const std::string& var, const std::string& begin, const std::string& end,
+                          const std::string& step = "1") {
+    std::string inc = step == "1" ? "++" + var : var + " += " + step;
+    return "for (int64_t " + var + " = " + begin + "; " + var + " < " + end + "; " + inc + ") {";
   }
 
   void render_loops() {
@@ -441,24 +495,55 @@ class Emitter {
     bool parallel = !k_.xsizes.empty() && (!w || *w >= kParallelMinElements);
     size_t nx = k_.xsizes.size();
     bool pointwise = !k_.has_reduction();
-    for (size_t i = 0; i < nx; ++i) {
-      if (i == 0 && parallel) {
-        size_t collapse = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
+    bool tiled = pointwise && k_.tile > 0 && nx >= 2;
+    // Loops as (header, pragma-able) pairs, outermost first; the parallel pragma covers the
+    // leading loops that are perfectly nested.
+    std::vector<std::string> headers;
+    size_t parallel_loops = 0;
+    auto size = [&](size_t i) { return sym::to_cpp(k_.xsizes[i], env_); };
+    if (column()) {
+      for (size_t i = 0; i + 1 < nx; ++i) headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
+      headers.push_back(loop_header("xc", "0", size(nx - 1), std::to_string(k_.column_block)));
+      parallel_loops = nx;
+    } else if (tiled) {
+      for (size_t i = 0; i + 2 < nx; ++i) headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
+      std::string t = std::to_string(k_.tile);
+      headers.push_back(loop_header("xt0", "0", size(nx - 2), t));
+      headers.push_back(loop_header("xt1", "0", size(nx - 1), t));
+      parallel_loops = nx;
+      std::string a = "x" + std::to_string(nx - 2), b = "x" + std::to_string(nx - 1);
+      headers.push_back(loop_header(a, "xt0", "std::min<int64_t>(xt0 + " + t + ", " + size(nx - 2) + ")"));
+      headers.push_back(loop_header(b, "xt1", "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")"));
+    } else {
+      for (size_t i = 0; i < nx; ++i) headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
+      parallel_loops = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
+    }
+    for (size_t i = 0; i < headers.size(); ++i) {
+      bool innermost_pointwise = pointwise && i + 1 == headers.size();
+      if (i == 0 && parallel && parallel_loops > 0) {
         std::string pragma = "#pragma omp parallel for";
-        if (pointwise && nx == 1) pragma += " simd";
-        if (collapse > 1) pragma += " collapse(" + std::to_string(collapse) + ")";
+        if (innermost_pointwise) pragma += " simd";
+        if (parallel_loops > 1) pragma += " collapse(" + std::to_string(parallel_loops) + ")";
         line(pragma);
-      } else if (i + 1 == nx && pointwise) {
+      } else if (innermost_pointwise) {
         line("#pragma omp simd");
       }
-      std::string x = "x" + std::to_string(i);
-      line("for (int64_t " + x + " = 0; " + x + " < " + sym::to_cpp(k_.xsizes[i], env_) + "; ++" + x + ") {");
+      line(headers[i]);
       ++indent_;
+    }
+    if (column()) {
+      line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " + size(nx - 1) + " - xc);");
+      // Per-lane slots for every per-x-point value of the kernel.
+      for (const sched::Member& m : k_.members) {
+        const ir::Buffer& b = prog_.buffers[m.buffer];
+        if (m.inner && !b.is_reduction()) continue;
+        line(ctype(b.layout.dtype) + " v_" + b.name + "[" + std::to_string(k_.column_block) + "];");
+      }
     }
     memo_.emplace_back();
     for (const sched::Stage& stage : k_.stages) render_stage(stage);
     memo_.pop_back();
-    for (size_t i = 0; i < nx; ++i) {
+    for (size_t i = 0; i < headers.size(); ++i) {
       --indent_;
       line("}");
     }

@@ -23,11 +23,27 @@ struct KernelArg {
   bool written = false;
 };
 
+// One launch configuration of a Triton kernel (block sizes and warps).
+struct LaunchConfig {
+  int64_t xblock = 1;
+  int64_t rblock = 0;  // 0: no RBLOCK parameter (pointwise kernels)
+  int num_warps = 4;
+};
+
+// How the wrapper launches a kernel. Empty for C++ kernels (called once, loops inside).
+struct KernelLaunch {
+  std::string kind;  // Triton: "pointwise", "reduction" (looped over r), "persistent_reduction"
+  sym::Expr xnumel = 1;
+  sym::Expr rnumel = 1;              // 1 for pointwise kernels
+  std::vector<LaunchConfig> configs;  // candidates, benchmarked on the first call; [0] is the default
+};
+
 struct KernelSource {
   std::string name;
   std::string code;  // the function (header comment included), without the prelude
   std::vector<KernelArg> args;
   std::vector<std::string> origins;  // graph nodes, sorted
+  KernelLaunch launch;
 };
 
 // A descriptive, deterministic kernel name: <prefix>_fused_<ops>_<n>, ops from the origins.
