@@ -20,12 +20,14 @@ void write_debug_dir(const std::string& dir, const std::map<std::string, std::st
   }
 }
 
-std::string provenance_json(const ir::Program& prog, const std::vector<codegen::KernelSource>& kernels) {
+std::string provenance_json(const ir::Program& prog,
+                            const std::vector<codegen::KernelSource>& kernels) {
   graph::Json root = graph::Json::object();
   graph::Json ks = graph::Json::object();
   for (const codegen::KernelSource& k : kernels) {
     graph::Json entry = graph::Json::object();
-    graph::Json nodes = graph::Json::array(), ops = graph::Json::array(), lines = graph::Json::array();
+    graph::Json nodes = graph::Json::array(), ops = graph::Json::array(),
+                lines = graph::Json::array();
     for (const std::string& o : k.origins) {
       nodes.push_back(o);
       auto t = prog.node_targets.find(o);

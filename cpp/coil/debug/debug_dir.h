@@ -16,6 +16,7 @@ namespace coil::debug {
 void write_debug_dir(const std::string& dir, const std::map<std::string, std::string>& artifacts);
 
 // {"kernels": {name: {"nodes": [...], "ops": [...], "source_lines": [...]}}}
-std::string provenance_json(const ir::Program& prog, const std::vector<codegen::KernelSource>& kernels);
+std::string provenance_json(const ir::Program& prog,
+                            const std::vector<codegen::KernelSource>& kernels);
 
 }  // namespace coil::debug

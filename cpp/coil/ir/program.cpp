@@ -5,8 +5,12 @@
 
 namespace coil::ir {
 
-Expr index_var(int i) { return Expr::symbol("v" + std::to_string(i)); }
-Expr reduction_var(int j) { return Expr::symbol("u" + std::to_string(j)); }
+Expr index_var(int i) {
+  return Expr::symbol("v" + std::to_string(i));
+}
+Expr reduction_var(int j) {
+  return Expr::symbol("u" + std::to_string(j));
+}
 
 std::vector<Expr> index_vars(size_t n) {
   std::vector<Expr> out;
@@ -49,19 +53,29 @@ std::vector<Expr> Layout::contiguous_strides(const std::vector<Expr>& sizes) {
 
 const char* reduction_name(ReductionType t) {
   switch (t) {
-    case ReductionType::Sum: return "sum";
-    case ReductionType::Prod: return "prod";
-    case ReductionType::Max: return "max";
-    case ReductionType::Min: return "min";
-    case ReductionType::ArgMax: return "argmax";
-    case ReductionType::ArgMin: return "argmin";
-    case ReductionType::Any: return "any";
-    case ReductionType::All: return "all";
+    case ReductionType::Sum:
+      return "sum";
+    case ReductionType::Prod:
+      return "prod";
+    case ReductionType::Max:
+      return "max";
+    case ReductionType::Min:
+      return "min";
+    case ReductionType::ArgMax:
+      return "argmax";
+    case ReductionType::ArgMin:
+      return "argmin";
+    case ReductionType::Any:
+      return "any";
+    case ReductionType::All:
+      return "all";
   }
   return "?";
 }
 
-Expr Buffer::write_index() const { return layout.index(index_vars(ranges.size())); }
+Expr Buffer::write_index() const {
+  return layout.index(index_vars(ranges.size()));
+}
 
 const Buffer& Program::buffer(const std::string& name) const {
   int i = buffer_index(name);
@@ -121,7 +135,8 @@ std::string Program::to_text() const {
         continue;
       case Buffer::Kind::Extern: {
         const ExternCall& e = externs[b.extern_id];
-        out << "  (" << (e.is_fallback ? "fallback " : "extern ") << e.op << " from " << e.origin << ")\n";
+        out << "  (" << (e.is_fallback ? "fallback " : "extern ") << e.op << " from " << e.origin
+            << ")\n";
         continue;
       }
       case Buffer::Kind::Computed:

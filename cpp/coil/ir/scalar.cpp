@@ -22,7 +22,9 @@ constexpr OpInfo kOpInfo[] = {
 #undef COIL_X
 };
 
-size_t hash_combine(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+size_t hash_combine(size_t h, size_t v) {
+  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
 
 size_t structural_hash(const ScalarNode& n) {
   size_t h = static_cast<size_t>(n.op) * 131 + static_cast<size_t>(n.dtype);
@@ -42,15 +44,18 @@ bool same_fvalue(double a, double b) {
 }
 
 bool structurally_equal(const ScalarNode& a, const ScalarNode& b) {
-  return a.op == b.op && a.dtype == b.dtype && a.args == b.args && same_fvalue(a.fvalue, b.fvalue) &&
-         a.ivalue == b.ivalue && a.buffer == b.buffer && a.index == b.index;
+  return a.op == b.op && a.dtype == b.dtype && a.args == b.args &&
+         same_fvalue(a.fvalue, b.fvalue) && a.ivalue == b.ivalue && a.buffer == b.buffer &&
+         a.index == b.index;
 }
 
 struct NodePtrHash {
   size_t operator()(const ScalarNode* n) const { return n->hash; }
 };
 struct NodePtrEq {
-  bool operator()(const ScalarNode* a, const ScalarNode* b) const { return structurally_equal(*a, *b); }
+  bool operator()(const ScalarNode* a, const ScalarNode* b) const {
+    return structurally_equal(*a, *b);
+  }
 };
 
 // Interned nodes live for the process: Values are plain pointers into this table.
@@ -68,9 +73,18 @@ Value intern(ScalarNode&& n) {
 
 bool is_comparison(Op op) {
   switch (op) {
-    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
-    case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot:
-    case Op::IsNan: case Op::IsInf:
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+    case Op::LogicalAnd:
+    case Op::LogicalOr:
+    case Op::LogicalXor:
+    case Op::LogicalNot:
+    case Op::IsNan:
+    case Op::IsInf:
       return true;
     default:
       return false;
@@ -79,16 +93,26 @@ bool is_comparison(Op op) {
 
 std::string dtype_tag(DType d) {
   switch (d) {
-    case DType::Bool: return "b8";
-    case DType::UInt8: return "u8";
-    case DType::Int8: return "i8";
-    case DType::Int16: return "i16";
-    case DType::Int32: return "i32";
-    case DType::Int64: return "i64";
-    case DType::Float16: return "f16";
-    case DType::BFloat16: return "bf16";
-    case DType::Float32: return "f32";
-    case DType::Float64: return "f64";
+    case DType::Bool:
+      return "b8";
+    case DType::UInt8:
+      return "u8";
+    case DType::Int8:
+      return "i8";
+    case DType::Int16:
+      return "i16";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::Float16:
+      return "f16";
+    case DType::BFloat16:
+      return "bf16";
+    case DType::Float32:
+      return "f32";
+    case DType::Float64:
+      return "f64";
   }
   return "?";
 }
@@ -103,11 +127,19 @@ ScalarNode make_node(Op op, DType dtype, std::vector<Value> args) {
 
 }  // namespace
 
-const char* op_name(Op op) { return kOpInfo[static_cast<int>(op)].name; }
-int op_arity(Op op) { return kOpInfo[static_cast<int>(op)].arity; }
+const char* op_name(Op op) {
+  return kOpInfo[static_cast<int>(op)].name;
+}
+int op_arity(Op op) {
+  return kOpInfo[static_cast<int>(op)].arity;
+}
 
-DType Value::dtype() const { return node_->dtype; }
-Op Value::op() const { return node_->op; }
+DType Value::dtype() const {
+  return node_->dtype;
+}
+Op Value::op() const {
+  return node_->op;
+}
 
 Value constant(double v, DType dtype) {
   ScalarNode n = make_node(Op::Constant, dtype, {});
@@ -157,14 +189,16 @@ Value cast(Value v, DType to) {
 }
 
 Value unary(Op op, Value a) {
-  if (op_arity(op) != 1) throw std::logic_error(std::string("unary: not a unary op: ") + op_name(op));
+  if (op_arity(op) != 1)
+    throw std::logic_error(std::string("unary: not a unary op: ") + op_name(op));
   DType out = is_comparison(op) ? DType::Bool : a.dtype();
   ScalarNode n = make_node(op, out, {a});
   return intern(std::move(n));
 }
 
 Value binary(Op op, Value a, Value b) {
-  if (op_arity(op) != 2) throw std::logic_error(std::string("binary: not a binary op: ") + op_name(op));
+  if (op_arity(op) != 2)
+    throw std::logic_error(std::string("binary: not a binary op: ") + op_name(op));
   if (a.dtype() != b.dtype()) {
     throw std::logic_error(std::string("binary ") + op_name(op) + ": operand dtypes differ (" +
                            graph::dtype_name(a.dtype()) + " vs " + graph::dtype_name(b.dtype()) +
@@ -183,7 +217,9 @@ Value where(Value cond, Value a, Value b) {
   return intern(std::move(n));
 }
 
-bool is_constant(Value v) { return v.op() == Op::Constant; }
+bool is_constant(Value v) {
+  return v.op() == Op::Constant;
+}
 
 bool is_float_constant(Value v, double x) {
   if (v.op() != Op::Constant) return false;
@@ -251,7 +287,8 @@ Value substitute_indices(Value root, const sym::ExprMap& repl) {
   });
 }
 
-Value replace_loads(Value root, const std::string& buffer, const std::function<Value(Value, Value)>& fn) {
+Value replace_loads(Value root, const std::string& buffer,
+                    const std::function<Value(Value, Value)>& fn) {
   return rebuild(root, [&](Value v, const std::vector<Value>& args) {
     if (v.op() == Op::Load && v->buffer == buffer) return fn(v, args.empty() ? Value() : args[0]);
     if (args == v->args) return v;

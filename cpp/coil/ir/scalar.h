@@ -27,65 +27,65 @@ namespace coil::ir {
 using graph::DType;
 
 // All scalar op kinds in one list: X(Name, arity, "text"). Arity -1 = leaf with payload.
-#define COIL_SCALAR_OPS(X)     \
-  X(Constant, -1, "constant")  \
-  X(IndexExpr, -1, "index")    \
-  X(Load, -1, "load")          \
-  X(Cast, 1, "cast")           \
-  X(Neg, 1, "neg")             \
-  X(Abs, 1, "abs")             \
-  X(Exp, 1, "exp")             \
-  X(Exp2, 1, "exp2")           \
-  X(Log, 1, "log")             \
-  X(Log2, 1, "log2")           \
-  X(Log1p, 1, "log1p")         \
-  X(Expm1, 1, "expm1")         \
-  X(Sqrt, 1, "sqrt")           \
-  X(Rsqrt, 1, "rsqrt")         \
-  X(Sin, 1, "sin")             \
-  X(Cos, 1, "cos")             \
-  X(Tan, 1, "tan")             \
-  X(Asin, 1, "asin")           \
-  X(Acos, 1, "acos")           \
-  X(Atan, 1, "atan")           \
-  X(Sinh, 1, "sinh")           \
-  X(Cosh, 1, "cosh")           \
-  X(Tanh, 1, "tanh")           \
-  X(Sigmoid, 1, "sigmoid")     \
-  X(Erf, 1, "erf")             \
-  X(Floor, 1, "floor")         \
-  X(Ceil, 1, "ceil")           \
-  X(Round, 1, "round")         \
-  X(Trunc, 1, "trunc")         \
-  X(Reciprocal, 1, "reciprocal") \
-  X(Sign, 1, "sign")           \
-  X(IsNan, 1, "isnan")         \
-  X(IsInf, 1, "isinf")         \
+#define COIL_SCALAR_OPS(X)        \
+  X(Constant, -1, "constant")     \
+  X(IndexExpr, -1, "index")       \
+  X(Load, -1, "load")             \
+  X(Cast, 1, "cast")              \
+  X(Neg, 1, "neg")                \
+  X(Abs, 1, "abs")                \
+  X(Exp, 1, "exp")                \
+  X(Exp2, 1, "exp2")              \
+  X(Log, 1, "log")                \
+  X(Log2, 1, "log2")              \
+  X(Log1p, 1, "log1p")            \
+  X(Expm1, 1, "expm1")            \
+  X(Sqrt, 1, "sqrt")              \
+  X(Rsqrt, 1, "rsqrt")            \
+  X(Sin, 1, "sin")                \
+  X(Cos, 1, "cos")                \
+  X(Tan, 1, "tan")                \
+  X(Asin, 1, "asin")              \
+  X(Acos, 1, "acos")              \
+  X(Atan, 1, "atan")              \
+  X(Sinh, 1, "sinh")              \
+  X(Cosh, 1, "cosh")              \
+  X(Tanh, 1, "tanh")              \
+  X(Sigmoid, 1, "sigmoid")        \
+  X(Erf, 1, "erf")                \
+  X(Floor, 1, "floor")            \
+  X(Ceil, 1, "ceil")              \
+  X(Round, 1, "round")            \
+  X(Trunc, 1, "trunc")            \
+  X(Reciprocal, 1, "reciprocal")  \
+  X(Sign, 1, "sign")              \
+  X(IsNan, 1, "isnan")            \
+  X(IsInf, 1, "isinf")            \
   X(LogicalNot, 1, "logical_not") \
   X(BitwiseNot, 1, "bitwise_not") \
-  X(Add, 2, "add")             \
-  X(Sub, 2, "sub")             \
-  X(Mul, 2, "mul")             \
-  X(Div, 2, "truediv")         \
-  X(FloorDiv, 2, "floordiv")   \
-  X(TruncDiv, 2, "truncdiv")   \
-  X(Remainder, 2, "remainder") \
-  X(Fmod, 2, "fmod")           \
-  X(Pow, 2, "pow")             \
-  X(Atan2, 2, "atan2")         \
-  X(Maximum, 2, "maximum")     \
-  X(Minimum, 2, "minimum")     \
-  X(Lt, 2, "lt")               \
-  X(Le, 2, "le")               \
-  X(Gt, 2, "gt")               \
-  X(Ge, 2, "ge")               \
-  X(Eq, 2, "eq")               \
-  X(Ne, 2, "ne")               \
+  X(Add, 2, "add")                \
+  X(Sub, 2, "sub")                \
+  X(Mul, 2, "mul")                \
+  X(Div, 2, "truediv")            \
+  X(FloorDiv, 2, "floordiv")      \
+  X(TruncDiv, 2, "truncdiv")      \
+  X(Remainder, 2, "remainder")    \
+  X(Fmod, 2, "fmod")              \
+  X(Pow, 2, "pow")                \
+  X(Atan2, 2, "atan2")            \
+  X(Maximum, 2, "maximum")        \
+  X(Minimum, 2, "minimum")        \
+  X(Lt, 2, "lt")                  \
+  X(Le, 2, "le")                  \
+  X(Gt, 2, "gt")                  \
+  X(Ge, 2, "ge")                  \
+  X(Eq, 2, "eq")                  \
+  X(Ne, 2, "ne")                  \
   X(LogicalAnd, 2, "logical_and") \
-  X(LogicalOr, 2, "logical_or") \
+  X(LogicalOr, 2, "logical_or")   \
   X(LogicalXor, 2, "logical_xor") \
   X(BitwiseAnd, 2, "bitwise_and") \
-  X(BitwiseOr, 2, "bitwise_or") \
+  X(BitwiseOr, 2, "bitwise_or")   \
   X(BitwiseXor, 2, "bitwise_xor") \
   X(Where, 3, "where")
 
@@ -148,10 +148,18 @@ Value unary(Op op, Value a);
 Value binary(Op op, Value a, Value b);
 Value where(Value cond, Value a, Value b);
 
-inline Value add(Value a, Value b) { return binary(Op::Add, a, b); }
-inline Value sub(Value a, Value b) { return binary(Op::Sub, a, b); }
-inline Value mul(Value a, Value b) { return binary(Op::Mul, a, b); }
-inline Value div(Value a, Value b) { return binary(Op::Div, a, b); }
+inline Value add(Value a, Value b) {
+  return binary(Op::Add, a, b);
+}
+inline Value sub(Value a, Value b) {
+  return binary(Op::Sub, a, b);
+}
+inline Value mul(Value a, Value b) {
+  return binary(Op::Mul, a, b);
+}
+inline Value div(Value a, Value b) {
+  return binary(Op::Div, a, b);
+}
 
 bool is_constant(Value v);
 bool is_float_constant(Value v, double x);
@@ -162,7 +170,8 @@ std::vector<Value> topo_order(const std::vector<Value>& roots);
 // Replace index symbols in every Load/IndexExpr index (simultaneous substitution), rebuilding.
 Value substitute_indices(Value root, const sym::ExprMap& repl);
 // Replace loads of one buffer: fn(old_load, rebuilt_mask) returns the replacement value.
-Value replace_loads(Value root, const std::string& buffer, const std::function<Value(Value, Value)>& fn);
+Value replace_loads(Value root, const std::string& buffer,
+                    const std::function<Value(Value, Value)>& fn);
 // Distinct buffers loaded, in first-use order.
 std::vector<std::string> loaded_buffers(Value root);
 // Number of non-leaf ops (a measure of body size for realization decisions).

@@ -27,8 +27,8 @@ Value number(const Lowering& L, const Node& n, const Arg& a) {
 }
 
 // start + step * v0, computed in double for floats (as torch does) and int64 for integers.
-std::vector<TensorBox> arange(const Lowering& L, const Node& n, const Arg* start, const Arg* end_unused,
-                              const Arg* step) {
+std::vector<TensorBox> arange(const Lowering& L, const Node& n, const Arg* start,
+                              const Arg* end_unused, const Arg* step) {
   (void)end_unused;
   const graph::TensorMeta& m = L.meta(n);
   DType d = graph::is_floating(m.dtype) ? DType::Float64 : DType::Int64;
@@ -53,20 +53,26 @@ void register_creation(Registry& r) {
       return {filled(L, n, ir::constant(v, DType::Float64))};
     };
   };
-  for (const char* name : {"aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default",
-                           "aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
-                           "aten.empty_strided.default"}) {
+  for (const char* name :
+       {"aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default",
+        "aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
+        "aten.empty_strided.default"}) {
     // Uninitialized memory may hold anything; zeros is a valid choice and keeps runs reproducible.
     r[name] = constant(0.0);
   }
-  for (const char* name : {"aten.ones.default", "aten.ones_like.default", "aten.new_ones.default"}) {
+  for (const char* name :
+       {"aten.ones.default", "aten.ones_like.default", "aten.new_ones.default"}) {
     r[name] = constant(1.0);
   }
   r["aten.arange.start_step"] = [](Lowering& L, const Node& n) {
     return arange(L, n, &n.args.at(0), &n.args.at(1), n.args.size() > 2 ? &n.args[2] : nullptr);
   };
-  r["aten.arange.start"] = [](Lowering& L, const Node& n) { return arange(L, n, &n.args.at(0), &n.args.at(1), nullptr); };
-  r["aten.arange.default"] = [](Lowering& L, const Node& n) { return arange(L, n, nullptr, &n.args.at(0), nullptr); };
+  r["aten.arange.start"] = [](Lowering& L, const Node& n) {
+    return arange(L, n, &n.args.at(0), &n.args.at(1), nullptr);
+  };
+  r["aten.arange.default"] = [](Lowering& L, const Node& n) {
+    return arange(L, n, nullptr, &n.args.at(0), nullptr);
+  };
   r["prims.iota.default"] = [](Lowering& L, const Node& n) {
     return arange(L, n, L.arg(n, 1, "start"), nullptr, L.arg(n, 2, "step"));
   };

@@ -6,9 +6,11 @@
 namespace coil::lower {
 
 void register_externs(Registry& r) {
-  for (const char* name : {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
-                           "aten.convolution.default"}) {
-    r[name] = [](Lowering& L, const graph::Node& n) { return L.add_extern(n, /*is_fallback=*/false); };
+  for (const char* name : {"aten.mm.default", "aten.addmm.default", "aten.bmm.default",
+                           "aten.baddbmm.default", "aten.convolution.default"}) {
+    r[name] = [](Lowering& L, const graph::Node& n) {
+      return L.add_extern(n, /*is_fallback=*/false);
+    };
   }
 }
 

@@ -77,7 +77,8 @@ DType promote(const std::vector<Operand>& operands) {
   // Each priority class (tensors, 0-d tensors, scalars) promotes within itself; a lower-priority
   // class only matters when it is of a higher category than everything above it.
   std::optional<DType> result;
-  for (Operand::Kind kind : {Operand::Kind::Tensor, Operand::Kind::ZeroDimTensor, Operand::Kind::Scalar}) {
+  for (Operand::Kind kind :
+       {Operand::Kind::Tensor, Operand::Kind::ZeroDimTensor, Operand::Kind::Scalar}) {
     std::optional<DType> cls;
     for (const Operand& o : operands) {
       if (o.kind != kind) continue;
@@ -134,18 +135,24 @@ Operand Lowering::operand(const graph::Arg& a) const {
       const TensorBox& b = box(a);
       return {b.rank() == 0 ? Operand::Kind::ZeroDimTensor : Operand::Kind::Tensor, b.dtype};
     }
-    case graph::Arg::Kind::Bool: return {Operand::Kind::Scalar, DType::Bool};
-    case graph::Arg::Kind::Int: return {Operand::Kind::Scalar, DType::Int64};
-    case graph::Arg::Kind::Float: return {Operand::Kind::Scalar, DType::Float64};
-    default: throw std::logic_error("operand: argument is neither a tensor nor a number");
+    case graph::Arg::Kind::Bool:
+      return {Operand::Kind::Scalar, DType::Bool};
+    case graph::Arg::Kind::Int:
+      return {Operand::Kind::Scalar, DType::Int64};
+    case graph::Arg::Kind::Float:
+      return {Operand::Kind::Scalar, DType::Float64};
+    default:
+      throw std::logic_error("operand: argument is neither a tensor nor a number");
   }
 }
 
 Value Lowering::scalar(const graph::Arg& a, DType d) const {
   switch (a.kind) {
-    case graph::Arg::Kind::Bool: return ir::int_constant(a.b ? 1 : 0, d);
+    case graph::Arg::Kind::Bool:
+      return ir::int_constant(a.b ? 1 : 0, d);
     case graph::Arg::Kind::Int:
-      return graph::is_floating(d) ? ir::constant(static_cast<double>(a.i), d) : ir::int_constant(a.i, d);
+      return graph::is_floating(d) ? ir::constant(static_cast<double>(a.i), d)
+                                   : ir::int_constant(a.i, d);
     case graph::Arg::Kind::Float:
       if (!graph::is_floating(d)) {
         // A float scalar meeting an integer computation: the op computes in float, so the
@@ -153,7 +160,8 @@ Value Lowering::scalar(const graph::Arg& a, DType d) const {
         throw std::logic_error("scalar: float argument in an integer computation");
       }
       return ir::constant(a.f, d);
-    default: throw std::logic_error("scalar: argument is not a number");
+    default:
+      throw std::logic_error("scalar: argument is not a number");
   }
 }
 
@@ -173,12 +181,15 @@ std::vector<Expr> Lowering::int_list(const graph::Arg& a) const {
 
 const graph::TensorMeta& Lowering::meta(const graph::Node& n, size_t i) const {
   if (i >= n.meta.size()) {
-    throw std::logic_error("node %" + n.name + " has no tensor metadata for output " + std::to_string(i));
+    throw std::logic_error("node %" + n.name + " has no tensor metadata for output " +
+                           std::to_string(i));
   }
   return n.meta[i];
 }
 
-std::string Lowering::new_buffer_name() { return "buf" + std::to_string(next_buffer_++); }
+std::string Lowering::new_buffer_name() {
+  return "buf" + std::to_string(next_buffer_++);
+}
 
 TensorBox Lowering::read_buffer(const std::string& name, const ir::Layout& layout) const {
   TensorBox b;
@@ -212,8 +223,9 @@ ir::TensorRef Lowering::as_ref(const TensorBox& box) {
   return *as_strided_view(realize(box));
 }
 
-TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
-                                  std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
+TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
+                                  std::vector<Expr> ranges, std::vector<Expr> reduction_ranges,
+                                  ir::ReductionType type, Value body,
                                   std::set<std::string> origins) {
   ir::Buffer buf;
   buf.name = new_buffer_name();
@@ -255,7 +267,8 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.is_fallback = is_fallback;
   call.origin = n.name;
   for (const auto& a : n.args) call.args.push_back(to_extern_arg(*this, a, call.tensors));
-  for (const auto& [k, a] : n.kwargs) call.kwargs.push_back({k, to_extern_arg(*this, a, call.tensors)});
+  for (const auto& [k, a] : n.kwargs)
+    call.kwargs.push_back({k, to_extern_arg(*this, a, call.tensors)});
   call.returns_tuple = n.meta.size() != 1;
   int extern_id = static_cast<int>(prog_.externs.size());
   std::vector<TensorBox> out;
@@ -281,8 +294,9 @@ void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
   if (box.body.op() == ir::Op::Constant) return;
   int ops = ir::count_ops(box.body);
   int reads = static_cast<int>(ir::loaded_buffers(box.body).size());
-  bool store = ops > policy::kMaxOpsThreshold || reads > policy::kAccumulatedReadsThreshold ||
-               (num_users > 1 && (reads > policy::kReuseReadsThreshold || ops > policy::kReuseOpsThreshold));
+  bool store =
+      ops > policy::kMaxOpsThreshold || reads > policy::kAccumulatedReadsThreshold ||
+      (num_users > 1 && (reads > policy::kReuseReadsThreshold || ops > policy::kReuseOpsThreshold));
   if (store) box = realize(box);
 }
 
@@ -314,8 +328,9 @@ void Lowering::lower_node(const graph::Node& n) {
   for (TensorBox& b : out) {
     // Results of extern calls are plain buffer reads: the node is the extern's origin, not theirs.
     auto view = as_strided_view(b);
-    bool extern_result = view && prog_.buffer_index(view->buffer) >= 0 &&
-                         prog_.buffers[prog_.buffer_index(view->buffer)].kind == ir::Buffer::Kind::Extern;
+    bool extern_result =
+        view && prog_.buffer_index(view->buffer) >= 0 &&
+        prog_.buffers[prog_.buffer_index(view->buffer)].kind == ir::Buffer::Kind::Extern;
     if (!extern_result) b.origins.insert(n.name);
     apply_realize_policy(b, user_count_.at(n.id));
   }

@@ -35,8 +35,8 @@ struct TensorBox {
   DType dtype = DType::Float32;
   std::string device = "cpu";
   std::vector<Expr> sizes;
-  Value body;                      // over v0..v{rank-1}
-  std::set<std::string> origins;   // graph nodes inlined into this body
+  Value body;                     // over v0..v{rank-1}
+  std::set<std::string> origins;  // graph nodes inlined into this body
 
   size_t rank() const { return sizes.size(); }
   Expr numel() const;
@@ -48,7 +48,8 @@ struct TensorBox {
 std::optional<ir::TensorRef> as_strided_view(const TensorBox& box);
 
 // Type promotion for a set of operands, following torch.result_type: dimensioned tensors decide
-// first, then 0-d tensors, then Python scalars, each only raising the category (bool < int < float).
+// first, then 0-d tensors, then Python scalars, each only raising the category (bool < int <
+// float).
 struct Operand {
   enum class Kind { Tensor, ZeroDimTensor, Scalar };
   Kind kind;

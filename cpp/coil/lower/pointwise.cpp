@@ -14,7 +14,8 @@ using ir::Op;
 std::vector<Expr> broadcast_index(const TensorBox& box, const std::vector<Expr>& out_sizes,
                                   const std::vector<Expr>& out_idx) {
   size_t rank = box.rank();
-  if (rank > out_sizes.size()) throw std::logic_error("broadcast: input has more dims than the output");
+  if (rank > out_sizes.size())
+    throw std::logic_error("broadcast: input has more dims than the output");
   std::vector<Expr> idx(rank);
   size_t lead = out_sizes.size() - rank;
   for (size_t j = 0; j < rank; ++j) {
@@ -67,7 +68,9 @@ int64_t wrap_dim(int64_t dim, size_t rank) {
 
 namespace {
 
-Value fconst(double v, DType d) { return ir::constant(v, d); }
+Value fconst(double v, DType d) {
+  return ir::constant(v, d);
+}
 
 // erf-based GELU: x * 0.5 * (1 + erf(x / sqrt(2))).
 Value gelu_erf(Value x) {
@@ -80,12 +83,15 @@ Value gelu_erf(Value x) {
 Value gelu_tanh(Value x) {
   DType d = x.dtype();
   Value cube = ir::mul(ir::mul(x, x), x);
-  Value inner = ir::mul(fconst(std::sqrt(2.0 / M_PI), d), ir::add(x, ir::mul(fconst(0.044715, d), cube)));
+  Value inner =
+      ir::mul(fconst(std::sqrt(2.0 / M_PI), d), ir::add(x, ir::mul(fconst(0.044715, d), cube)));
   return ir::mul(ir::mul(fconst(0.5, d), x), ir::add(fconst(1.0, d), ir::unary(Op::Tanh, inner)));
 }
 
 // The dtype an op computes in: float math for float outputs, the promoted input type otherwise.
-DType compute_dtype_for_output(const Lowering& L, const Node& n) { return opmath(L.meta(n).dtype); }
+DType compute_dtype_for_output(const Lowering& L, const Node& n) {
+  return opmath(L.meta(n).dtype);
+}
 
 // The dtype eager converts tensor operands to (torch.result_type of the operands).
 DType common_dtype(const Lowering& L, const std::vector<const Arg*>& inputs) {
@@ -110,12 +116,14 @@ std::vector<const Arg*> positional(const Node& n, size_t count) {
 void reg_math(Registry& r, const std::string& target, size_t arity, PointwiseFn fn) {
   r[target] = [arity, fn](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     auto inputs = positional(n, arity);
-    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), fn, common_dtype(L, inputs))};
+    return {
+        make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), fn, common_dtype(L, inputs))};
   };
 }
 
 void reg_unary(Registry& r, const std::string& name, Op op) {
-  reg_math(r, "aten." + name + ".default", 1, [op](const std::vector<Value>& v) { return ir::unary(op, v[0]); });
+  reg_math(r, "aten." + name + ".default", 1,
+           [op](const std::vector<Value>& v) { return ir::unary(op, v[0]); });
 }
 
 // Comparisons compute in the promoted input dtype and produce bool.
@@ -123,9 +131,10 @@ void reg_compare(Registry& r, const std::string& name, Op op) {
   for (const char* overload : {".Tensor", ".Scalar"}) {
     r["aten." + name + overload] = [op](Lowering& L, const Node& n) -> std::vector<TensorBox> {
       auto inputs = positional(n, 2);
-      return {make_pointwise(L, n, inputs, promoted_inputs(L, inputs),
-                             [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); },
-                             common_dtype(L, inputs))};
+      return {make_pointwise(
+          L, n, inputs, promoted_inputs(L, inputs),
+          [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); },
+          common_dtype(L, inputs))};
     };
   }
 }
@@ -134,8 +143,9 @@ void reg_compare(Registry& r, const std::string& name, Op op) {
 void reg_logical(Registry& r, const std::string& name, Op op) {
   r["aten." + name + ".default"] = [op](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     auto inputs = positional(n, 2);
-    return {make_pointwise(L, n, inputs, DType::Bool,
-                           [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); })};
+    return {make_pointwise(L, n, inputs, DType::Bool, [op](const std::vector<Value>& v) {
+      return ir::binary(op, v[0], v[1]);
+    })};
   };
 }
 
@@ -147,17 +157,21 @@ void reg_add_sub(Registry& r, const std::string& name, Op op) {
       const Arg* alpha = L.arg(n, 2, "alpha");
       if (alpha && !alpha->is_none()) inputs.push_back(alpha);
       DType d = compute_dtype_for_output(L, n);
-      return {make_pointwise(L, n, inputs, d, [op](const std::vector<Value>& v) {
-        Value b = v.size() > 2 ? ir::mul(v[1], v[2]) : v[1];
-        return ir::binary(op, v[0], b);
-      }, common_dtype(L, positional(n, 2)))};
+      return {make_pointwise(
+          L, n, inputs, d,
+          [op](const std::vector<Value>& v) {
+            Value b = v.size() > 2 ? ir::mul(v[1], v[2]) : v[1];
+            return ir::binary(op, v[0], b);
+          },
+          common_dtype(L, positional(n, 2)))};
     };
   }
 }
 
 void reg_binary(Registry& r, const std::string& name, Op op) {
   for (const char* overload : {".Tensor", ".Scalar", ".default"}) {
-    reg_math(r, "aten." + name + overload, 2, [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); });
+    reg_math(r, "aten." + name + overload, 2,
+             [op](const std::vector<Value>& v) { return ir::binary(op, v[0], v[1]); });
   }
 }
 
@@ -189,12 +203,17 @@ void register_pointwise(Registry& r) {
     const Arg* mode = L.arg(n, 2, "rounding_mode");
     auto inputs = positional(n, 2);
     std::string m = mode && mode->kind == Arg::Kind::Str ? mode->s : "";
-    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), [m](const std::vector<Value>& v) {
-      bool is_float = graph::is_floating(v[0].dtype());
-      if (m == "floor") return is_float ? ir::unary(Op::Floor, ir::div(v[0], v[1])) : ir::binary(Op::FloorDiv, v[0], v[1]);
-      if (m == "trunc") return is_float ? ir::unary(Op::Trunc, ir::div(v[0], v[1])) : ir::binary(Op::TruncDiv, v[0], v[1]);
-      return ir::div(v[0], v[1]);
-    })};
+    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n),
+                           [m](const std::vector<Value>& v) {
+                             bool is_float = graph::is_floating(v[0].dtype());
+                             if (m == "floor")
+                               return is_float ? ir::unary(Op::Floor, ir::div(v[0], v[1]))
+                                               : ir::binary(Op::FloorDiv, v[0], v[1]);
+                             if (m == "trunc")
+                               return is_float ? ir::unary(Op::Trunc, ir::div(v[0], v[1]))
+                                               : ir::binary(Op::TruncDiv, v[0], v[1]);
+                             return ir::div(v[0], v[1]);
+                           })};
   };
   for (const char* overload : {".Scalar", ".Tensor"}) {
     reg_math(r, std::string("aten.rsub") + overload, 2,
@@ -211,18 +230,21 @@ void register_pointwise(Registry& r) {
   reg_logical(r, "logical_or", Op::LogicalOr);
   reg_logical(r, "logical_xor", Op::LogicalXor);
   r["aten.logical_not.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
-    return {make_pointwise(L, n, positional(n, 1), DType::Bool,
-                           [](const std::vector<Value>& v) { return ir::unary(Op::LogicalNot, v[0]); })};
+    return {make_pointwise(L, n, positional(n, 1), DType::Bool, [](const std::vector<Value>& v) {
+      return ir::unary(Op::LogicalNot, v[0]);
+    })};
   };
   r["aten.bitwise_not.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     DType d = L.meta(n).dtype;
     return {make_pointwise(L, n, positional(n, 1), d, [](const std::vector<Value>& v) {
-      return v[0].dtype() == DType::Bool ? ir::unary(Op::LogicalNot, v[0]) : ir::unary(Op::BitwiseNot, v[0]);
+      return v[0].dtype() == DType::Bool ? ir::unary(Op::LogicalNot, v[0])
+                                         : ir::unary(Op::BitwiseNot, v[0]);
     })};
   };
   for (const char* name : {"isnan", "isinf"}) {
     Op op = std::string(name) == "isnan" ? Op::IsNan : Op::IsInf;
-    r[std::string("aten.") + name + ".default"] = [op](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    r[std::string("aten.") + name + ".default"] = [op](Lowering& L,
+                                                       const Node& n) -> std::vector<TensorBox> {
       auto inputs = positional(n, 1);
       DType d = promoted_inputs(L, inputs);
       return {make_pointwise(L, n, inputs, d, [op](const std::vector<Value>& v) {
@@ -233,13 +255,15 @@ void register_pointwise(Registry& r) {
   }
 
   const std::pair<const char*, Op> unary_ops[] = {
-      {"neg", Op::Neg},         {"abs", Op::Abs},     {"exp", Op::Exp},          {"exp2", Op::Exp2},
-      {"log", Op::Log},         {"log2", Op::Log2},   {"log1p", Op::Log1p},      {"expm1", Op::Expm1},
-      {"sqrt", Op::Sqrt},       {"rsqrt", Op::Rsqrt}, {"sin", Op::Sin},          {"cos", Op::Cos},
-      {"tan", Op::Tan},         {"asin", Op::Asin},   {"acos", Op::Acos},        {"atan", Op::Atan},
-      {"sinh", Op::Sinh},       {"cosh", Op::Cosh},   {"tanh", Op::Tanh},        {"sigmoid", Op::Sigmoid},
-      {"erf", Op::Erf},         {"floor", Op::Floor}, {"ceil", Op::Ceil},        {"round", Op::Round},
-      {"trunc", Op::Trunc},     {"sign", Op::Sign},   {"reciprocal", Op::Reciprocal},
+      {"neg", Op::Neg},     {"abs", Op::Abs},         {"exp", Op::Exp},
+      {"exp2", Op::Exp2},   {"log", Op::Log},         {"log2", Op::Log2},
+      {"log1p", Op::Log1p}, {"expm1", Op::Expm1},     {"sqrt", Op::Sqrt},
+      {"rsqrt", Op::Rsqrt}, {"sin", Op::Sin},         {"cos", Op::Cos},
+      {"tan", Op::Tan},     {"asin", Op::Asin},       {"acos", Op::Acos},
+      {"atan", Op::Atan},   {"sinh", Op::Sinh},       {"cosh", Op::Cosh},
+      {"tanh", Op::Tanh},   {"sigmoid", Op::Sigmoid}, {"erf", Op::Erf},
+      {"floor", Op::Floor}, {"ceil", Op::Ceil},       {"round", Op::Round},
+      {"trunc", Op::Trunc}, {"sign", Op::Sign},       {"reciprocal", Op::Reciprocal},
   };
   for (const auto& [name, op] : unary_ops) reg_unary(r, name, op);
   // Rounding ops on integers are the identity (the generic path would cast through float).
@@ -256,24 +280,25 @@ void register_pointwise(Registry& r) {
   reg_math(r, "aten.relu.default", 1, [](const std::vector<Value>& v) {
     return ir::binary(Op::Maximum, v[0], ir::int_constant(0, v[0].dtype()));
   });
-  reg_math(r, "aten.silu.default", 1, [](const std::vector<Value>& v) {
-    return ir::mul(v[0], ir::unary(Op::Sigmoid, v[0]));
-  });
+  reg_math(r, "aten.silu.default", 1,
+           [](const std::vector<Value>& v) { return ir::mul(v[0], ir::unary(Op::Sigmoid, v[0])); });
   r["aten.gelu.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const Arg* approx = L.arg(n, 1, "approximate");
     bool tanh = approx && approx->kind == Arg::Kind::Str && approx->s == "tanh";
-    return {make_pointwise(L, n, positional(n, 1), compute_dtype_for_output(L, n),
-                           [tanh](const std::vector<Value>& v) { return tanh ? gelu_tanh(v[0]) : gelu_erf(v[0]); })};
+    return {make_pointwise(
+        L, n, positional(n, 1), compute_dtype_for_output(L, n),
+        [tanh](const std::vector<Value>& v) { return tanh ? gelu_tanh(v[0]) : gelu_erf(v[0]); })};
   };
   r["aten.leaky_relu.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const Arg* slope = L.arg(n, 1, "negative_slope");
     std::vector<const Arg*> inputs = positional(n, 1);
     Arg default_slope = Arg::floating(0.01);
     inputs.push_back(slope ? slope : &default_slope);
-    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), [](const std::vector<Value>& v) {
-      Value zero = ir::constant(0.0, v[0].dtype());
-      return ir::where(ir::binary(Op::Gt, v[0], zero), v[0], ir::mul(v[0], v[1]));
-    })};
+    return {make_pointwise(
+        L, n, inputs, compute_dtype_for_output(L, n), [](const std::vector<Value>& v) {
+          Value zero = ir::constant(0.0, v[0].dtype());
+          return ir::where(ir::binary(Op::Gt, v[0], zero), v[0], ir::mul(v[0], v[1]));
+        })};
   };
 
   r["aten.where.self"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
@@ -301,7 +326,8 @@ void register_pointwise(Registry& r) {
   r["aten.masked_fill.Tensor"] = r["aten.masked_fill.Scalar"];
 
   // clamp(x, min=None, max=None), with tensors or numbers; NaN propagates like torch.clamp.
-  auto clamp = [](Lowering& L, const Node& n, const Arg* lo, const Arg* hi) -> std::vector<TensorBox> {
+  auto clamp = [](Lowering& L, const Node& n, const Arg* lo,
+                  const Arg* hi) -> std::vector<TensorBox> {
     const graph::TensorMeta& m = L.meta(n);
     std::vector<const Arg*> inputs = {&n.args[0]};
     if (lo) inputs.push_back(lo);
@@ -322,10 +348,14 @@ void register_pointwise(Registry& r) {
     };
   }
   for (const char* name : {"aten.clamp_min.default", "aten.clamp_min.Tensor"}) {
-    r[name] = [clamp, present](Lowering& L, const Node& n) { return clamp(L, n, present(L.arg(n, 1, "min")), nullptr); };
+    r[name] = [clamp, present](Lowering& L, const Node& n) {
+      return clamp(L, n, present(L.arg(n, 1, "min")), nullptr);
+    };
   }
   for (const char* name : {"aten.clamp_max.default", "aten.clamp_max.Tensor"}) {
-    r[name] = [clamp, present](Lowering& L, const Node& n) { return clamp(L, n, nullptr, present(L.arg(n, 1, "max"))); };
+    r[name] = [clamp, present](Lowering& L, const Node& n) {
+      return clamp(L, n, nullptr, present(L.arg(n, 1, "max")));
+    };
   }
   r["aten.hardtanh.default"] = [clamp](Lowering& L, const Node& n) {
     Arg lo = Arg::floating(-1.0), hi = Arg::floating(1.0);
@@ -348,7 +378,9 @@ void register_pointwise(Registry& r) {
                            "aten.detach.default", "aten._assert_tensor_metadata.default"}) {
     r[name] = copy;
   }
-  r["aten._assert_tensor_metadata.default"] = [](Lowering&, const Node&) -> std::vector<TensorBox> { return {}; };
+  r["aten._assert_tensor_metadata.default"] = [](Lowering&, const Node&) -> std::vector<TensorBox> {
+    return {};
+  };
 }
 
 }  // namespace coil::lower

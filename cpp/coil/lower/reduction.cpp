@@ -46,42 +46,59 @@ bool flag(const Lowering& L, const Node& n, size_t i, const std::string& name) {
   return a && a->kind == Arg::Kind::Bool && a->b;
 }
 
-bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 Value identity(ReductionType t, DType d) {
   switch (t) {
-    case ReductionType::Sum: return ir::int_constant(0, d);
-    case ReductionType::Prod: return ir::int_constant(1, d);
-    case ReductionType::Any: return ir::int_constant(0, DType::Bool);
-    case ReductionType::All: return ir::int_constant(1, DType::Bool);
-    default: throw std::logic_error("no identity for this reduction");
+    case ReductionType::Sum:
+      return ir::int_constant(0, d);
+    case ReductionType::Prod:
+      return ir::int_constant(1, d);
+    case ReductionType::Any:
+      return ir::int_constant(0, DType::Bool);
+    case ReductionType::All:
+      return ir::int_constant(1, DType::Bool);
+    default:
+      throw std::logic_error("no identity for this reduction");
   }
 }
 
 Value combine(ReductionType t, Value a, Value b) {
   switch (t) {
-    case ReductionType::Sum: return ir::add(a, b);
-    case ReductionType::Prod: return ir::mul(a, b);
-    case ReductionType::Max: return ir::binary(Op::Maximum, a, b);
-    case ReductionType::Min: return ir::binary(Op::Minimum, a, b);
-    case ReductionType::Any: return ir::binary(Op::LogicalOr, a, b);
-    case ReductionType::All: return ir::binary(Op::LogicalAnd, a, b);
-    default: throw std::logic_error("combine: not an elementwise reduction");
+    case ReductionType::Sum:
+      return ir::add(a, b);
+    case ReductionType::Prod:
+      return ir::mul(a, b);
+    case ReductionType::Max:
+      return ir::binary(Op::Maximum, a, b);
+    case ReductionType::Min:
+      return ir::binary(Op::Minimum, a, b);
+    case ReductionType::Any:
+      return ir::binary(Op::LogicalOr, a, b);
+    case ReductionType::All:
+      return ir::binary(Op::LogicalAnd, a, b);
+    default:
+      throw std::logic_error("combine: not an elementwise reduction");
   }
 }
 
 // Reduces x over spec.dims with `type`. `pre` maps the loaded element (already cast to acc) to the
 // reduced value. The result box has the keepdim shape when spec.keepdim, else the reduced shape;
 // its dtype is `out` (the reduction buffer holds `out` when store_acc is false, else `acc`).
-TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, ReductionType type, DType acc,
-                 DType out, const std::function<Value(Value, const std::vector<Expr>&)>& pre = nullptr) {
+TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, ReductionType type,
+                 DType acc, DType out,
+                 const std::function<Value(Value, const std::vector<Expr>&)>& pre = nullptr) {
   std::vector<Expr> kept_sizes, red_sizes;
-  for (size_t d = 0; d < x.rank(); ++d) (contains(spec.dims, d) ? red_sizes : kept_sizes).push_back(x.sizes[d]);
+  for (size_t d = 0; d < x.rank(); ++d)
+    (contains(spec.dims, d) ? red_sizes : kept_sizes).push_back(x.sizes[d]);
   // Element index of x in terms of the reduction buffer's v (kept) and u (reduced) variables.
   std::vector<Expr> idx(x.rank());
   size_t k = 0, j = 0;
   for (size_t d = 0; d < x.rank(); ++d) {
-    idx[d] = contains(spec.dims, d) ? ir::reduction_var(static_cast<int>(j++)) : ir::index_var(static_cast<int>(k++));
+    idx[d] = contains(spec.dims, d) ? ir::reduction_var(static_cast<int>(j++))
+                                    : ir::index_var(static_cast<int>(k++));
   }
   Value elem = ir::cast(x.load(idx), acc);
   if (pre) elem = pre(elem, idx);
@@ -91,7 +108,8 @@ TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, Reduct
   auto small = red_numel.as_int();
   bool unrollable = type != ReductionType::ArgMax && type != ReductionType::ArgMin;
   TensorBox result;
-  if (small && *small <= ir::realize_policy::kUnrollReductionThreshold && *small > 0 && unrollable) {
+  if (small && *small <= ir::realize_policy::kUnrollReductionThreshold && *small > 0 &&
+      unrollable) {
     // Few elements: a pointwise body combining them, which fuses like any pointwise op.
     Value v;
     for (int64_t flat = 0; flat < *small; ++flat) {
@@ -106,7 +124,8 @@ TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, Reduct
       v = v ? combine(type, v, e) : e;
     }
     result = TensorBox{out, x.device, kept_sizes, ir::cast(v, out), x.origins};
-  } else if (small && *small == 0 && unrollable && type != ReductionType::Max && type != ReductionType::Min) {
+  } else if (small && *small == 0 && unrollable && type != ReductionType::Max &&
+             type != ReductionType::Min) {
     result = TensorBox{out, x.device, kept_sizes, ir::cast(identity(type, acc), out), {}};
   } else {
     result = L.add_reduction(out, x.device, kept_sizes, red_sizes, type, elem, x.origins);
@@ -142,7 +161,8 @@ std::vector<TensorBox> lower_sum(Lowering& L, const Node& n, bool mean) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
   bool all_dims = n.target.find(".default") != std::string::npos;
-  ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()), all_dims ? false : flag(L, n, 2, "keepdim")};
+  ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()),
+                  all_dims ? false : flag(L, n, 2, "keepdim")};
   DType acc = acc_dtype(x.dtype, m.dtype);
   if (!mean) return {with_dtype(reduce(L, x, spec, ReductionType::Sum, acc, acc), m.dtype)};
   TensorBox s = reduce(L, x, spec, ReductionType::Sum, acc, acc);
@@ -158,12 +178,14 @@ std::vector<TensorBox> lower_sum(Lowering& L, const Node& n, bool mean) {
 std::vector<TensorBox> lower_minmax(Lowering& L, const Node& n, ReductionType type, bool all_dims) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
-  ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()), all_dims ? false : flag(L, n, 2, "keepdim")};
+  ReduceSpec spec{reduce_dims(L, all_dims ? nullptr : L.arg(n, 1, "dim"), x.rank()),
+                  all_dims ? false : flag(L, n, 2, "keepdim")};
   DType acc = opmath(x.dtype);
   return {with_dtype(reduce(L, x, spec, type, acc, acc), m.dtype)};
 }
 
-std::vector<TensorBox> lower_arg(Lowering& L, const Node& n, ReductionType type, size_t meta_index = 0) {
+std::vector<TensorBox> lower_arg(Lowering& L, const Node& n, ReductionType type,
+                                 size_t meta_index = 0) {
   const TensorBox& x = L.box_of(n, 0);
   const Arg* dim = L.arg(n, 1, "dim");
   bool keepdim = flag(L, n, 2, "keepdim");
@@ -178,8 +200,8 @@ std::vector<TensorBox> lower_arg(Lowering& L, const Node& n, ReductionType type,
 }
 
 // Two-pass variance: mean, then the mean of squared deviations, divided by max(0, N - correction).
-std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const TensorBox& x, const Arg* dim_arg,
-                                             double correction, bool keepdim) {
+std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const TensorBox& x,
+                                             const Arg* dim_arg, double correction, bool keepdim) {
   ReduceSpec spec{reduce_dims(L, dim_arg, x.rank()), true};
   DType acc = opmath(x.dtype);
   Expr count = 1;
@@ -188,12 +210,14 @@ std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const T
   TensorBox sum = reduce(L, x, spec, ReductionType::Sum, acc, acc);
   TensorBox mean = sum;
   mean.body = ir::div(sum.body, count_v);
-  TensorBox sq = reduce(L, x, spec, ReductionType::Sum, acc, acc, [&](Value e, const std::vector<Expr>& idx) {
-    Value dev = ir::sub(e, mean.load(broadcast_index(mean, x.sizes, idx)));
-    return ir::mul(dev, dev);
-  });
+  TensorBox sq =
+      reduce(L, x, spec, ReductionType::Sum, acc, acc, [&](Value e, const std::vector<Expr>& idx) {
+        Value dev = ir::sub(e, mean.load(broadcast_index(mean, x.sizes, idx)));
+        return ir::mul(dev, dev);
+      });
   TensorBox var = sq;
-  Value denom = ir::binary(Op::Maximum, ir::sub(count_v, ir::constant(correction, acc)), ir::constant(0.0, acc));
+  Value denom = ir::binary(Op::Maximum, ir::sub(count_v, ir::constant(correction, acc)),
+                           ir::constant(0.0, acc));
   var.body = ir::div(sq.body, denom);
   if (!keepdim) {
     // Drop the size-1 reduced dims again.
@@ -234,12 +258,13 @@ std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
   auto shifted = [&](Value e, const std::vector<Expr>& at) {
     return ir::sub(e, mx.load(broadcast_index(mx, x.sizes, at)));
   };
-  TensorBox sum = reduce(L, x, spec, ReductionType::Sum, acc, acc, [&](Value e, const std::vector<Expr>& at) {
-    return ir::unary(Op::Exp, shifted(e, at));
-  });
+  TensorBox sum = reduce(
+      L, x, spec, ReductionType::Sum, acc, acc,
+      [&](Value e, const std::vector<Expr>& at) { return ir::unary(Op::Exp, shifted(e, at)); });
   Value e = ir::cast(x.load(idx), acc);
   Value s = sum.load(broadcast_index(sum, x.sizes, idx));
-  Value body = log ? ir::sub(shifted(e, idx), ir::unary(Op::Log, s)) : ir::div(ir::unary(Op::Exp, shifted(e, idx)), s);
+  Value body = log ? ir::sub(shifted(e, idx), ir::unary(Op::Log, s))
+                   : ir::div(ir::unary(Op::Exp, shifted(e, idx)), s);
   TensorBox out{m.dtype, m.device, m.sizes, ir::cast(body, m.dtype), x.origins};
   return {out};
 }
@@ -250,7 +275,8 @@ std::vector<TensorBox> lower_layer_norm(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   size_t k = L.int_list(n.args.at(1)).size();
   std::vector<Arg> dims;
-  for (size_t d = x.rank() - k; d < x.rank(); ++d) dims.push_back(Arg::integer(static_cast<int64_t>(d)));
+  for (size_t d = x.rank() - k; d < x.rank(); ++d)
+    dims.push_back(Arg::integer(static_cast<int64_t>(d)));
   Arg dim_arg = Arg::list_of(dims);
   auto [var, mean] = var_and_mean(L, n, x, &dim_arg, 0.0, /*keepdim=*/true);
   DType acc = opmath(x.dtype);
@@ -260,8 +286,9 @@ std::vector<TensorBox> lower_layer_norm(Lowering& L, const Node& n) {
   rstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
   const graph::TensorMeta& m = L.meta(n, 0);
   std::vector<Expr> idx = ir::index_vars(x.rank());
-  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), mean.load(broadcast_index(mean, x.sizes, idx))),
-                    rstd.load(broadcast_index(rstd, x.sizes, idx)));
+  Value y =
+      ir::mul(ir::sub(ir::cast(x.load(idx), acc), mean.load(broadcast_index(mean, x.sizes, idx))),
+              rstd.load(broadcast_index(rstd, x.sizes, idx)));
   std::set<std::string> origins = x.origins;
   for (size_t i : {2, 3}) {
     const Arg* a = L.arg(n, i, i == 2 ? "weight" : "bias");
@@ -296,16 +323,31 @@ void register_reductions(Registry& r) {
     const TensorBox& x = L.box_of(n, 0);
     const graph::TensorMeta& m = L.meta(n);
     DType acc = acc_dtype(x.dtype, m.dtype);
-    return {with_dtype(reduce(L, x, {reduce_dims(L, nullptr, x.rank()), false}, ReductionType::Prod, acc, acc), m.dtype)};
+    return {with_dtype(
+        reduce(L, x, {reduce_dims(L, nullptr, x.rank()), false}, ReductionType::Prod, acc, acc),
+        m.dtype)};
   };
-  r["aten.amax.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max, false); };
-  r["aten.amin.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min, false); };
-  r["aten.max.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Max, true); };
-  r["aten.min.default"] = [](Lowering& L, const Node& n) { return lower_minmax(L, n, ReductionType::Min, true); };
-  r["aten.argmax.default"] = [](Lowering& L, const Node& n) { return lower_arg(L, n, ReductionType::ArgMax); };
-  r["aten.argmin.default"] = [](Lowering& L, const Node& n) { return lower_arg(L, n, ReductionType::ArgMin); };
-  for (auto [name, val, arg] : {std::tuple{"aten.max.dim", ReductionType::Max, ReductionType::ArgMax},
-                                std::tuple{"aten.min.dim", ReductionType::Min, ReductionType::ArgMin}}) {
+  r["aten.amax.default"] = [](Lowering& L, const Node& n) {
+    return lower_minmax(L, n, ReductionType::Max, false);
+  };
+  r["aten.amin.default"] = [](Lowering& L, const Node& n) {
+    return lower_minmax(L, n, ReductionType::Min, false);
+  };
+  r["aten.max.default"] = [](Lowering& L, const Node& n) {
+    return lower_minmax(L, n, ReductionType::Max, true);
+  };
+  r["aten.min.default"] = [](Lowering& L, const Node& n) {
+    return lower_minmax(L, n, ReductionType::Min, true);
+  };
+  r["aten.argmax.default"] = [](Lowering& L, const Node& n) {
+    return lower_arg(L, n, ReductionType::ArgMax);
+  };
+  r["aten.argmin.default"] = [](Lowering& L, const Node& n) {
+    return lower_arg(L, n, ReductionType::ArgMin);
+  };
+  for (auto [name, val, arg] :
+       {std::tuple{"aten.max.dim", ReductionType::Max, ReductionType::ArgMax},
+        std::tuple{"aten.min.dim", ReductionType::Min, ReductionType::ArgMin}}) {
     r[name] = [val, arg](Lowering& L, const Node& n) -> std::vector<TensorBox> {
       const TensorBox& x = L.box_of(n, 0);
       ReduceSpec spec{reduce_dims(L, L.arg(n, 1, "dim"), x.rank()), flag(L, n, 2, "keepdim")};
@@ -315,7 +357,8 @@ void register_reductions(Registry& r) {
       return {values, indices};
     };
   }
-  for (auto [name, type] : {std::pair{"aten.any", ReductionType::Any}, std::pair{"aten.all", ReductionType::All}}) {
+  for (auto [name, type] :
+       {std::pair{"aten.any", ReductionType::Any}, std::pair{"aten.all", ReductionType::All}}) {
     auto fn = [type](Lowering& L, const Node& n) -> std::vector<TensorBox> {
       const TensorBox& x = L.box_of(n, 0);
       bool all_dims = n.target.find(".default") != std::string::npos;
@@ -327,22 +370,29 @@ void register_reductions(Registry& r) {
   }
   r["aten.var.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const TensorBox& x = L.box_of(n, 0);
-    auto [var, mean] = var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
+    auto [var, mean] =
+        var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
     return {with_dtype(var, L.meta(n).dtype)};
   };
   r["aten.std.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const TensorBox& x = L.box_of(n, 0);
-    auto [var, mean] = var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
+    auto [var, mean] =
+        var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
     var.body = ir::unary(Op::Sqrt, var.body);
     return {with_dtype(var, L.meta(n).dtype)};
   };
   r["aten.var_mean.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const TensorBox& x = L.box_of(n, 0);
-    auto [var, mean] = var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
+    auto [var, mean] =
+        var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
     return {with_dtype(var, L.meta(n, 0).dtype), with_dtype(mean, L.meta(n, 1).dtype)};
   };
-  r["aten._softmax.default"] = [](Lowering& L, const Node& n) { return lower_softmax(L, n, false); };
-  r["aten._log_softmax.default"] = [](Lowering& L, const Node& n) { return lower_softmax(L, n, true); };
+  r["aten._softmax.default"] = [](Lowering& L, const Node& n) {
+    return lower_softmax(L, n, false);
+  };
+  r["aten._log_softmax.default"] = [](Lowering& L, const Node& n) {
+    return lower_softmax(L, n, true);
+  };
 }
 
 }  // namespace coil::lower

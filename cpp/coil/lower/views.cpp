@@ -17,7 +17,8 @@ namespace {
 
 sym::RangeEnv ranges_for(const std::vector<Expr>& sizes) {
   sym::RangeEnv env;
-  for (size_t i = 0; i < sizes.size(); ++i) env.add_index_var(ir::index_var(static_cast<int>(i)), sizes[i]);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    env.add_index_var(ir::index_var(static_cast<int>(i)), sizes[i]);
   return env;
 }
 
@@ -32,7 +33,8 @@ TensorBox remap(const TensorBox& x, std::vector<Expr> sizes, const std::vector<E
 TensorBox reshape(const TensorBox& x, const std::vector<Expr>& sizes) {
   if (sizes == x.sizes) return x;
   Expr flat = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) flat = flat * sizes[i] + ir::index_var(static_cast<int>(i));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    flat = flat * sizes[i] + ir::index_var(static_cast<int>(i));
   std::vector<Expr> old_idx(x.rank());
   for (size_t d = x.rank(); d-- > 0;) {
     old_idx[d] = d == 0 ? flat : sym::mod(flat, x.sizes[d]);
@@ -45,7 +47,9 @@ TensorBox reshape(const TensorBox& x, const std::vector<Expr>& sizes) {
   return remap(x, sizes, old_idx);
 }
 
-std::vector<TensorBox> lower_reshape(Lowering& L, const Node& n) { return {reshape(L.box_of(n, 0), L.meta(n).sizes)}; }
+std::vector<TensorBox> lower_reshape(Lowering& L, const Node& n) {
+  return {reshape(L.box_of(n, 0), L.meta(n).sizes)};
+}
 
 std::vector<TensorBox> lower_permute(Lowering& L, const Node& n, std::vector<int64_t> perm) {
   const TensorBox& x = L.box_of(n, 0);
@@ -70,7 +74,8 @@ int64_t slice_bound(int64_t v, int64_t size) {
   return std::clamp<int64_t>(v, 0, size);
 }
 
-TensorBox slice(const TensorBox& x, size_t dim, Expr start, Expr step, const std::vector<Expr>& out_sizes) {
+TensorBox slice(const TensorBox& x, size_t dim, Expr start, Expr step,
+                const std::vector<Expr>& out_sizes) {
   std::vector<Expr> old_idx = ir::index_vars(x.rank());
   old_idx[dim] = start + step * ir::index_var(static_cast<int>(dim));
   return remap(x, out_sizes, old_idx);
@@ -129,9 +134,11 @@ std::vector<TensorBox> lower_as_strided(Lowering& L, const Node& n) {
   }
   Expr offset = m.offset;
   Expr index = offset;
-  for (size_t i = 0; i < m.rank(); ++i) index = index + m.strides[i] * ir::index_var(static_cast<int>(i));
+  for (size_t i = 0; i < m.rank(); ++i)
+    index = index + m.strides[i] * ir::index_var(static_cast<int>(i));
   // The realized copy starts at storage offset 0 where eager's tensor started at xm.offset.
-  if (ref->buffer != L.graph().node(n.args.at(0).node).name) index = index - xm.offset + ref->offset;
+  if (ref->buffer != L.graph().node(n.args.at(0).node).name)
+    index = index - xm.offset + ref->offset;
   return {TensorBox{x.dtype, x.device, m.sizes, ir::load(ref->buffer, x.dtype, index), x.origins}};
 }
 
@@ -150,9 +157,10 @@ Value mask_loads(Value body, Value mask) {
 }  // namespace
 
 void register_views(Registry& r) {
-  for (const char* name : {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
-                           "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default",
-                           "aten.flatten.using_ints", "aten.unflatten.int", "aten.view_copy.default"}) {
+  for (const char* name :
+       {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+        "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default",
+        "aten.flatten.using_ints", "aten.unflatten.int", "aten.view_copy.default"}) {
     r[name] = lower_reshape;
   }
   r["aten.permute.default"] = [](Lowering& L, const Node& n) {
@@ -164,12 +172,15 @@ void register_views(Registry& r) {
     size_t rank = L.box_of(n, 0).rank();
     std::vector<int64_t> perm(rank);
     for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(i);
-    if (rank > 0) std::swap(perm[wrap_dim(int_of(L, n.args.at(1)), rank)], perm[wrap_dim(int_of(L, n.args.at(2)), rank)]);
+    if (rank > 0)
+      std::swap(perm[wrap_dim(int_of(L, n.args.at(1)), rank)],
+                perm[wrap_dim(int_of(L, n.args.at(2)), rank)]);
     return lower_permute(L, n, perm);
   };
   r["aten.t.default"] = [](Lowering& L, const Node& n) {
     size_t rank = L.box_of(n, 0).rank();
-    return lower_permute(L, n, rank == 2 ? std::vector<int64_t>{1, 0} : std::vector<int64_t>(rank, 0));
+    return lower_permute(L, n,
+                         rank == 2 ? std::vector<int64_t>{1, 0} : std::vector<int64_t>(rank, 0));
   };
   r["aten.expand.default"] = lower_expand;
   r["aten.slice.Tensor"] = lower_slice;
@@ -193,7 +204,8 @@ void register_views(Registry& r) {
     const Arg* d = L.arg(n, 1, "dim");
     size_t dim = wrap_dim(d ? int_of(L, *d) : 0, x.rank());
     std::vector<TensorBox> out;
-    for (size_t i = 0; i < n.meta.size(); ++i) out.push_back(select(x, dim, static_cast<int64_t>(i)));
+    for (size_t i = 0; i < n.meta.size(); ++i)
+      out.push_back(select(x, dim, static_cast<int64_t>(i)));
     return out;
   };
   r["aten.cat.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
@@ -227,7 +239,8 @@ void register_views(Registry& r) {
       }
       Value end = ir::index_expr(start + b.sizes[dim], DType::Int64);
       Value in_part = ir::binary(ir::Op::Lt, ir::index_expr(v, DType::Int64), end);
-      body = ir::where(in_part, mask_loads(val, in_part), mask_loads(body, ir::unary(ir::Op::LogicalNot, in_part)));
+      body = ir::where(in_part, mask_loads(val, in_part),
+                       mask_loads(body, ir::unary(ir::Op::LogicalNot, in_part)));
     }
     if (!body) body = ir::int_constant(0, m.dtype);
     return {TensorBox{m.dtype, m.device, m.sizes, body, origins}};
@@ -248,7 +261,8 @@ void register_views(Registry& r) {
       Value lt = ir::binary(ir::Op::Lt, pos, ir::index_expr(x.sizes[dim], DType::Int64));
       inside = ir::binary(ir::Op::LogicalAnd, inside, ir::binary(ir::Op::LogicalAnd, ge, lt));
     }
-    Value fill = value && !value->is_none() ? L.scalar(*value, opmath(m.dtype)) : ir::int_constant(0, opmath(m.dtype));
+    Value fill = value && !value->is_none() ? L.scalar(*value, opmath(m.dtype))
+                                            : ir::int_constant(0, opmath(m.dtype));
     Value val = ir::cast(mask_loads(x.load(xi), inside), opmath(m.dtype));
     Value body = ir::cast(ir::where(inside, val, fill), m.dtype);
     return {TensorBox{m.dtype, m.device, m.sizes, body, x.origins}};

@@ -3,13 +3,19 @@
 
 namespace coil::sched {
 
-Expr xvar(int i) { return Expr::symbol("x" + std::to_string(i)); }
-Expr rvar(int j) { return Expr::symbol("r" + std::to_string(j)); }
+Expr xvar(int i) {
+  return Expr::symbol("x" + std::to_string(i));
+}
+Expr rvar(int j) {
+  return Expr::symbol("r" + std::to_string(j));
+}
 
 sym::RangeEnv Kernel::range_env() const {
   sym::RangeEnv env;
-  for (size_t i = 0; i < xsizes.size(); ++i) env.add_index_var(xvar(static_cast<int>(i)), xsizes[i]);
-  for (size_t j = 0; j < rsizes.size(); ++j) env.add_index_var(rvar(static_cast<int>(j)), rsizes[j]);
+  for (size_t i = 0; i < xsizes.size(); ++i)
+    env.add_index_var(xvar(static_cast<int>(i)), xsizes[i]);
+  for (size_t j = 0; j < rsizes.size(); ++j)
+    env.add_index_var(rvar(static_cast<int>(j)), rsizes[j]);
   return env;
 }
 

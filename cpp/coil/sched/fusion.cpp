@@ -33,8 +33,12 @@ Expr product(const std::vector<Expr>& v) {
   return p;
 }
 
-Expr gxvar(int i) { return Expr::symbol("gx" + std::to_string(i)); }
-Expr grvar(int j) { return Expr::symbol("gr" + std::to_string(j)); }
+Expr gxvar(int i) {
+  return Expr::symbol("gx" + std::to_string(i));
+}
+Expr grvar(int j) {
+  return Expr::symbol("gr" + std::to_string(j));
+}
 
 std::vector<Expr> vars_of(const std::function<Expr(int)>& f, size_t n) {
   std::vector<Expr> out;
@@ -60,14 +64,16 @@ Expr flatten(const std::vector<Expr>& idx, const std::vector<Expr>& sizes) {
 
 // If coeffs (over vars with extents) is a permutation of a contiguous layout, returns the vars'
 // order from innermost to outermost. Size-1 vars are ignored.
-std::optional<std::vector<size_t>> contiguous_order(const std::vector<Expr>& coeffs, const std::vector<Expr>& extents) {
+std::optional<std::vector<size_t>> contiguous_order(const std::vector<Expr>& coeffs,
+                                                    const std::vector<Expr>& extents) {
   std::vector<size_t> order;
   for (size_t i = 0; i < coeffs.size(); ++i) {
     if (extents[i] == Expr(1)) continue;
     if (!coeffs[i].as_int() || *coeffs[i].as_int() <= 0) return std::nullopt;
     order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return *coeffs[a].as_int() < *coeffs[b].as_int(); });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return *coeffs[a].as_int() < *coeffs[b].as_int(); });
   Expr expect = 1;
   for (size_t i : order) {
     if (coeffs[i] != expect) return std::nullopt;
@@ -99,10 +105,13 @@ struct Spaces {
 };
 
 std::vector<Spaces> spaces(const FuseInput& in) {
-  std::vector<Expr> hx = vars_of(xvar, in.host.xsizes.size()), hr = vars_of(rvar, in.host.rsizes.size());
-  std::vector<Expr> gx = vars_of(gxvar, in.guest.xsizes.size()), gr = vars_of(grvar, in.guest.rsizes.size());
+  std::vector<Expr> hx = vars_of(xvar, in.host.xsizes.size()),
+                    hr = vars_of(rvar, in.host.rsizes.size());
+  std::vector<Expr> gx = vars_of(gxvar, in.guest.xsizes.size()),
+                    gr = vars_of(grvar, in.guest.rsizes.size());
   switch (in.level) {
-    case Level::Outer: return {{gx, in.guest.xsizes, hx, in.host.xsizes}};
+    case Level::Outer:
+      return {{gx, in.guest.xsizes, hx, in.host.xsizes}};
     case Level::Inner: {
       std::vector<Expr> hv = hx, hs = in.host.xsizes;
       hv.insert(hv.end(), hr.begin(), hr.end());
@@ -159,7 +168,8 @@ std::optional<Mapping> coefficient_candidate(const FuseInput& in, const Anchor& 
       if (!done[i]) return std::nullopt;
     }
     for (size_t j = 0; j < s.hvars.size(); ++j) {
-      if (!used[j] && s.hsizes[j] != Expr(1)) return std::nullopt;  // would not cover the host space
+      if (!used[j] && s.hsizes[j] != Expr(1))
+        return std::nullopt;  // would not cover the host space
     }
   }
   return m;
@@ -175,7 +185,10 @@ std::optional<Mapping> delinearize_candidate(const FuseInput& in, const Anchor& 
   Mapping m;
   Expr rel = a.host - ga->constant;
   for (size_t i = 0; i < s.gvars.size(); ++i) {
-    m[s.gvars[i]] = s.gsizes[i] == Expr(1) ? Expr(0) : sym::simplify(sym::mod(sym::floordiv(rel, ga->coeffs[i]), s.gsizes[i]), in.env);
+    m[s.gvars[i]] =
+        s.gsizes[i] == Expr(1)
+            ? Expr(0)
+            : sym::simplify(sym::mod(sym::floordiv(rel, ga->coeffs[i]), s.gsizes[i]), in.env);
   }
   return m;
 }
@@ -196,7 +209,8 @@ bool is_bijection(const FuseInput& in, const Mapping& m) {
   return true;
 }
 
-std::optional<std::string> verify(const FuseInput& in, const Mapping& m, const std::vector<Anchor>& anchors) {
+std::optional<std::string> verify(const FuseInput& in, const Mapping& m,
+                                  const std::vector<Anchor>& anchors) {
   for (const Anchor& a : anchors) {
     Expr g = sym::simplify(sym::substitute(a.guest, m), in.env);
     Expr h = sym::simplify(a.host, in.env);
@@ -221,16 +235,20 @@ std::vector<Anchor> member_reads(const ir::Program& prog, const std::vector<Memb
   return out;
 }
 
-std::map<std::string, Expr> member_writes(const ir::Program& prog, const std::vector<Member>& members) {
+std::map<std::string, Expr> member_writes(const ir::Program& prog,
+                                          const std::vector<Member>& members) {
   std::map<std::string, Expr> out;
-  for (const Member& mem : members) out[prog.buffers[mem.buffer].name] = unit_writes_index(prog, mem)[0];
+  for (const Member& mem : members)
+    out[prog.buffers[mem.buffer].name] = unit_writes_index(prog, mem)[0];
   return out;
 }
 
 std::vector<Member> renamed_guest_members(const Kernel& guest) {
   sym::ExprMap rename;
-  for (size_t i = 0; i < guest.xsizes.size(); ++i) rename[xvar(static_cast<int>(i))] = gxvar(static_cast<int>(i));
-  for (size_t j = 0; j < guest.rsizes.size(); ++j) rename[rvar(static_cast<int>(j))] = grvar(static_cast<int>(j));
+  for (size_t i = 0; i < guest.xsizes.size(); ++i)
+    rename[xvar(static_cast<int>(i))] = gxvar(static_cast<int>(i));
+  for (size_t j = 0; j < guest.rsizes.size(); ++j)
+    rename[rvar(static_cast<int>(j))] = grvar(static_cast<int>(j));
   std::vector<Member> out = guest.members;
   for (Member& m : out) {
     for (auto& [k, v] : m.var_map) v = sym::substitute(v, rename);
@@ -251,7 +269,8 @@ std::string sizes_text(const Kernel& k) {
 }
 
 // Tries to merge two kernels; returns the merged kernel or the reason it is not legal.
-std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel& a, const Kernel& b) {
+std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel& a,
+                                           const Kernel& b) {
   const Kernel* host = &a;
   const Kernel* guest = &b;
   if (!a.has_reduction() && b.has_reduction()) std::swap(host, guest);
@@ -259,7 +278,8 @@ std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel
   Expr gx = product(guest->xsizes), gr = product(guest->rsizes);
   Level level;
   if (guest->has_reduction()) {
-    if (gx != hx || gr != hr) return "reductions over different sizes " + sizes_text(*host) + " vs " + sizes_text(*guest);
+    if (gx != hx || gr != hr)
+      return "reductions over different sizes " + sizes_text(*host) + " vs " + sizes_text(*guest);
     level = Level::Reduction;
   } else if (gx == hx) {
     level = Level::Outer;
@@ -356,7 +376,8 @@ void fuse(const ir::Program& prog, Schedule& s) {
       for (const Member& m : ks[k].members) owner[m.buffer] = static_cast<int>(k);
     }
     for (size_t i = 0; i < prog.buffers.size(); ++i) {
-      if (prog.buffers[i].kind == ir::Buffer::Kind::Extern) owner[i] = static_cast<int>(nk) + prog.buffers[i].extern_id;
+      if (prog.buffers[i].kind == ir::Buffer::Kind::Extern)
+        owner[i] = static_cast<int>(nk) + prog.buffers[i].extern_id;
     }
     size_t nunits = nk + prog.externs.size();
     std::vector<std::set<int>> succ(nunits), reads(nunits);
@@ -368,11 +389,13 @@ void fuse(const ir::Program& prog, Schedule& s) {
     };
     for (size_t k = 0; k < nk; ++k) {
       for (const Member& m : ks[k].members) {
-        for (const Access& a : buffer_reads(prog.buffers[m.buffer])) add_read(static_cast<int>(k), a.buffer);
+        for (const Access& a : buffer_reads(prog.buffers[m.buffer]))
+          add_read(static_cast<int>(k), a.buffer);
       }
     }
     for (size_t e = 0; e < prog.externs.size(); ++e) {
-      for (const ir::TensorRef& t : prog.externs[e].tensors) add_read(static_cast<int>(nk + e), t.buffer);
+      for (const ir::TensorRef& t : prog.externs[e].tensors)
+        add_read(static_cast<int>(nk + e), t.buffer);
     }
     // Is there a path a -> ... -> b of length >= 2?
     auto indirect_path = [&](int a, int b) {
@@ -403,11 +426,14 @@ void fuse(const ir::Program& prog, Schedule& s) {
       auto n = l.numel().as_int();
       return (n ? *n : 1) * graph::dtype_itemsize(l.dtype);
     };
-    auto add_score = [&](int a, int b, int64_t v) { scores[{std::min(a, b), std::max(a, b)}] += v; };
+    auto add_score = [&](int a, int b, int64_t v) {
+      scores[{std::min(a, b), std::max(a, b)}] += v;
+    };
     for (size_t k = 0; k < nk; ++k) {
       for (int bi : reads[k]) {
         int o = owner[bi];
-        if (o >= 0 && o < static_cast<int>(nk) && o != static_cast<int>(k)) add_score(o, static_cast<int>(k), bytes(bi));
+        if (o >= 0 && o < static_cast<int>(nk) && o != static_cast<int>(k))
+          add_score(o, static_cast<int>(k), bytes(bi));
       }
     }
     std::map<int, std::vector<int>> readers;  // buffer -> kernels reading it
@@ -419,7 +445,8 @@ void fuse(const ir::Program& prog, Schedule& s) {
     }
     std::vector<Pair> pairs;
     for (const auto& [key, sc] : scores) pairs.push_back({key.first, key.second, sc});
-    std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& x, const Pair& y) { return x.score > y.score; });
+    std::stable_sort(pairs.begin(), pairs.end(),
+                     [](const Pair& x, const Pair& y) { return x.score > y.score; });
 
     std::vector<bool> dead(nk, false);
     std::vector<Kernel> merged_into(nk);

@@ -4,7 +4,8 @@
 // A buffer stays in registers (is not stored) when it is not a graph output and every reader is in
 // its own kernel at the point it is written: the same stage for inner (per x*r point) values, any
 // later stage for outer (per x point) values. Freed buffers go into a pool keyed by device and
-// dtype and storage bytes; an allocation of the same size takes one from the pool instead of allocating.
+// dtype and storage bytes; an allocation of the same size takes one from the pool instead of
+// allocating.
 #include <algorithm>
 #include <queue>
 #include <tuple>
@@ -28,7 +29,8 @@ int64_t storage_bytes(const ir::Layout& l) {
 void assign_stages(const ir::Program& prog, Kernel& k) {
   k.stages.clear();
   std::map<std::string, int> member_of;  // buffer name -> member index
-  for (size_t i = 0; i < k.members.size(); ++i) member_of[prog.buffers[k.members[i].buffer].name] = static_cast<int>(i);
+  for (size_t i = 0; i < k.members.size(); ++i)
+    member_of[prog.buffers[k.members[i].buffer].name] = static_cast<int>(i);
   for (size_t i = 0; i < k.members.size(); ++i) {
     Member& m = k.members[i];
     bool new_stage = k.stages.empty() || k.stages.back().inner != m.inner;
@@ -38,7 +40,9 @@ void assign_stages(const ir::Program& prog, Kernel& k) {
         auto it = member_of.find(a.buffer);
         if (it == member_of.end()) continue;
         const Member& dep = k.members[it->second];
-        if (dep.stage == static_cast<int>(k.stages.size()) - 1 && prog.buffers[dep.buffer].is_reduction()) new_stage = true;
+        if (dep.stage == static_cast<int>(k.stages.size()) - 1 &&
+            prog.buffers[dep.buffer].is_reduction())
+          new_stage = true;
       }
     }
     if (new_stage) k.stages.push_back({m.inner, {}});
@@ -48,11 +52,13 @@ void assign_stages(const ir::Program& prog, Kernel& k) {
 }
 
 bool same_layout(const ir::Layout& a, const ir::Layout& b) {
-  return a.dtype == b.dtype && a.device == b.device && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset;
+  return a.dtype == b.dtype && a.device == b.device && a.sizes == b.sizes &&
+         a.strides == b.strides && a.offset == b.offset;
 }
 
 // May member `writer` of k store its buffer over `victim` (which k reads for the last time)?
-bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer, const std::string& victim) {
+bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer,
+                        const std::string& victim) {
   const Member& w = k.members[writer];
   sym::RangeEnv env = k.range_env();
   Expr write = sym::simplify(sym::substitute(prog.buffers[w.buffer].write_index(), w.var_map), env);
@@ -102,11 +108,13 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   };
   for (size_t k = 0; k < nk; ++k) {
     for (const Member& m : s.kernels[k].members) {
-      for (const Access& a : buffer_reads(prog.buffers[m.buffer])) add_read(static_cast<int>(k), a.buffer);
+      for (const Access& a : buffer_reads(prog.buffers[m.buffer]))
+        add_read(static_cast<int>(k), a.buffer);
     }
   }
   for (size_t e = 0; e < prog.externs.size(); ++e) {
-    for (const ir::TensorRef& t : prog.externs[e].tensors) add_read(static_cast<int>(nk + e), t.buffer);
+    for (const ir::TensorRef& t : prog.externs[e].tensors)
+      add_read(static_cast<int>(nk + e), t.buffer);
   }
   using Item = std::pair<int, int>;  // (first buffer, unit)
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
@@ -121,12 +129,15 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
     int u = ready.top().second;
     ready.pop();
     step_of_unit[u] = static_cast<int>(s.steps.size());
-    s.steps.push_back(u < static_cast<int>(nk) ? Step{Step::Kind::Kernel, u} : Step{Step::Kind::Extern, u - static_cast<int>(nk)});
+    s.steps.push_back(u < static_cast<int>(nk)
+                          ? Step{Step::Kind::Kernel, u}
+                          : Step{Step::Kind::Extern, u - static_cast<int>(nk)});
     for (int n : succs[u]) {
       if (--waiting[n] == 0) ready.push({first_buffer[n], n});
     }
   }
-  if (s.steps.size() != nunits) throw std::logic_error("plan_memory: kernels and extern calls form a cycle");
+  if (s.steps.size() != nunits)
+    throw std::logic_error("plan_memory: kernels and extern calls form a cycle");
 
   for (size_t k = 0; k < nk; ++k) {
     s.kernels[k].id = static_cast<int>(k);
@@ -162,7 +173,8 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
         // Same kernel: inner values must be read in their own loop.
         for (const Member& m : k.members) {
           bool reads_it = false;
-          for (const Access& a : buffer_reads(prog.buffers[m.buffer])) reads_it |= a.buffer == b.name;
+          for (const Access& a : buffer_reads(prog.buffers[m.buffer]))
+            reads_it |= a.buffer == b.name;
           // Reduction results are per x point (like outer values), visible to every later stage.
           bool per_point = !self->inner || b.is_reduction();
           if (reads_it && !per_point && m.stage != self->stage) local = false;
@@ -195,10 +207,14 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
         if (!plan.stored) continue;
         for (int victim : reads[s.steps[step].index]) {
           const ir::Buffer& v = prog.buffers[victim];
-          if (v.kind == ir::Buffer::Kind::Input || outputs.count(v.name) || consumed.count(v.name)) continue;
-          if (unit_of[victim] == s.steps[step].index) continue;  // made by this kernel: still in use
+          if (v.kind == ir::Buffer::Kind::Input || outputs.count(v.name) || consumed.count(v.name))
+            continue;
+          if (unit_of[victim] == s.steps[step].index)
+            continue;  // made by this kernel: still in use
           const BufferPlan& vp = s.buffers[v.name];
-          if (!vp.stored || vp.free_step != static_cast<int>(step) || !same_layout(v.layout, b.layout)) continue;
+          if (!vp.stored || vp.free_step != static_cast<int>(step) ||
+              !same_layout(v.layout, b.layout))
+            continue;
           if (!can_write_in_place(prog, k, mi, v.name)) continue;
           plan.reuses = v.name;
           plan.in_place = true;
@@ -216,7 +232,8 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
     for (const std::string& name : frees_after[static_cast<int>(step)]) {
       if (consumed.count(name)) continue;
       const ir::Buffer& b = prog.buffer(name);
-      pool[{b.layout.device, static_cast<int>(b.layout.dtype), storage_bytes(b.layout)}].push_back(name);
+      pool[{b.layout.device, static_cast<int>(b.layout.dtype), storage_bytes(b.layout)}].push_back(
+          name);
     }
   }
 }

@@ -59,8 +59,9 @@ struct Kernel {
   std::vector<Stage> stages;
   std::vector<std::string> decisions;  // why the kernel looks the way it does
   // Loop strategies (choose_loop_order), for the CPU renderer:
-  int64_t column_block = 0;  // > 0: reductions run with the last x dim innermost, this many at a time
-  int64_t tile = 0;          // > 0: pointwise: the two innermost x dims are tiled by this size
+  int64_t column_block =
+      0;             // > 0: reductions run with the last x dim innermost, this many at a time
+  int64_t tile = 0;  // > 0: pointwise: the two innermost x dims are tiled by this size
 
   bool has_reduction() const { return !rsizes.empty(); }
   sym::RangeEnv range_env() const;
@@ -81,11 +82,11 @@ struct FusionVerdict {
 };
 
 struct BufferPlan {
-  bool stored = true;      // false: lives only in registers inside its kernel
-  int alloc_step = -1;     // the step before which it is allocated (-1: input)
-  int free_step = -1;      // the step after which it is freed (-1: never: input or output)
-  std::string reuses;      // the freed buffer whose memory it takes, if any
-  bool in_place = false;   // reuses a buffer its own kernel reads last, at the same index
+  bool stored = true;     // false: lives only in registers inside its kernel
+  int alloc_step = -1;    // the step before which it is allocated (-1: input)
+  int free_step = -1;     // the step after which it is freed (-1: never: input or output)
+  std::string reuses;     // the freed buffer whose memory it takes, if any
+  bool in_place = false;  // reuses a buffer its own kernel reads last, at the same index
 };
 
 struct Schedule {
@@ -95,8 +96,8 @@ struct Schedule {
   std::map<std::string, BufferPlan> buffers;  // every non-input buffer that is kept
   std::vector<std::string> removed;           // dead buffers dropped before fusion
 
-  std::string fusion_text(const ir::Program& prog) const;    // fusion.txt
-  std::string schedule_text(const ir::Program& prog) const;  // schedule.txt
+  std::string fusion_text(const ir::Program& prog) const;       // fusion.txt
+  std::string schedule_text(const ir::Program& prog) const;     // schedule.txt
   std::string post_fusion_text(const ir::Program& prog) const;  // ir_post_fusion.txt
 };
 

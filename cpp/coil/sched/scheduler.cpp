@@ -30,7 +30,9 @@ std::vector<sym::Affine> read_coefficients(const ir::Program& prog, const Kernel
   return out;
 }
 
-bool at_least(const Expr& e, int64_t n) { return e.as_int() && *e.as_int() >= n; }
+bool at_least(const Expr& e, int64_t n) {
+  return e.as_int() && *e.as_int() >= n;
+}
 
 // Column reductions (sum over dim 0 of a row-major matrix) read memory with a large stride along
 // r. Running a block of neighbouring x points together, innermost, makes every read contiguous
@@ -53,17 +55,19 @@ void choose_cpu_strategy(const ir::Program& prog, Kernel& k) {
     }
     if (!x_contiguous || r_contiguous) return;
     k.column_block = kColumnBlock;
-    k.decisions.push_back("reduction strategy: column (reads are contiguous along x" + std::to_string(nx - 1) +
-                          ", strided along r): " + std::to_string(kColumnBlock) + " x points at a time, innermost");
+    k.decisions.push_back(
+        "reduction strategy: column (reads are contiguous along x" + std::to_string(nx - 1) +
+        ", strided along r): " + std::to_string(kColumnBlock) + " x points at a time, innermost");
     return;
   }
   if (nx < 2 || !at_least(k.xsizes[nx - 1], 16) || !at_least(k.xsizes[nx - 2], 16)) return;
   for (const sym::Affine& a : reads) {
     if (a.coeffs[nx - 2] == Expr(1) && a.coeffs[nx - 1] != Expr(1)) {
       k.tile = kTranspose_tile;
-      k.decisions.push_back("tiling " + std::to_string(kTranspose_tile) + "x" + std::to_string(kTranspose_tile) +
-                            " over x" + std::to_string(nx - 2) + ", x" + std::to_string(nx - 1) +
-                            ": a read is contiguous along x" + std::to_string(nx - 2) + " (transposed)");
+      k.decisions.push_back("tiling " + std::to_string(kTranspose_tile) + "x" +
+                            std::to_string(kTranspose_tile) + " over x" + std::to_string(nx - 2) +
+                            ", x" + std::to_string(nx - 1) + ": a read is contiguous along x" +
+                            std::to_string(nx - 2) + " (transposed)");
       return;
     }
   }
@@ -129,7 +133,8 @@ void order_loops(const ir::Program& prog, Kernel& k) {
     if (!known) return;
     std::vector<size_t> order(xs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score[a] > score[b]; });
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == i;
     if (identity) return;
@@ -161,7 +166,8 @@ Schedule schedule_program(ir::Program& prog) {
     Member m;
     m.buffer = static_cast<int>(i);
     m.inner = b.is_reduction();
-    for (size_t d = 0; d < b.ranges.size(); ++d) m.var_map[ir::index_var(static_cast<int>(d))] = xvar(static_cast<int>(d));
+    for (size_t d = 0; d < b.ranges.size(); ++d)
+      m.var_map[ir::index_var(static_cast<int>(d))] = xvar(static_cast<int>(d));
     for (size_t d = 0; d < b.reduction_ranges.size(); ++d) {
       m.var_map[ir::reduction_var(static_cast<int>(d))] = rvar(static_cast<int>(d));
     }
@@ -179,8 +185,8 @@ std::string Schedule::fusion_text(const ir::Program& prog) const {
   std::ostringstream out;
   out << "# Every pair of kernels the fusion pass considered, in order, with its verdict.\n";
   for (const FusionVerdict& v : verdicts) {
-    out << "round " << v.round << ": {" << v.first << "} + {" << v.second << "}: "
-        << (v.fused ? "fused: " : "not fused: ") << v.reason << "\n";
+    out << "round " << v.round << ": {" << v.first << "} + {" << v.second
+        << "}: " << (v.fused ? "fused: " : "not fused: ") << v.reason << "\n";
   }
   if (!removed.empty()) {
     out << "# removed before fusion (no readers):";
@@ -214,7 +220,8 @@ std::string Schedule::schedule_text(const ir::Program& prog) const {
       for (int mi : stage.members) {
         const ir::Buffer& b = prog.buffers[k.members[mi].buffer];
         const BufferPlan& plan = buffers.at(b.name);
-        out << " " << b.name << (b.is_reduction() ? "[" + std::string(ir::reduction_name(*b.reduction)) + "]" : "")
+        out << " " << b.name
+            << (b.is_reduction() ? "[" + std::string(ir::reduction_name(*b.reduction)) + "]" : "")
             << (plan.stored ? "" : "(local)");
       }
       out << "\n";
@@ -226,7 +233,9 @@ std::string Schedule::schedule_text(const ir::Program& prog) const {
     if (!plan.stored) continue;
     out << "  " << name << ": allocated at step " << plan.alloc_step;
     if (!plan.reuses.empty()) out << (plan.in_place ? " in place of " : " reusing ") << plan.reuses;
-    out << (plan.free_step >= 0 ? ", freed after step " + std::to_string(plan.free_step) : ", kept (output)") << "\n";
+    out << (plan.free_step >= 0 ? ", freed after step " + std::to_string(plan.free_step)
+                                : ", kept (output)")
+        << "\n";
   }
   return out.str();
 }

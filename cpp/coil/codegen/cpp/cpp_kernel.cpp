@@ -22,12 +22,15 @@ constexpr int64_t kParallelMinElements = 32768;
 // Kernel names list at most this many op names.
 constexpr size_t kMaxNameOps = 10;
 
-std::string ctype(DType d) { return graph::dtype_cpp_type(d); }
+std::string ctype(DType d) {
+  return graph::dtype_cpp_type(d);
+}
 
 std::string float_literal(double v, DType d) {
   std::string t = d == DType::Float64 ? "double" : "float";
   if (std::isnan(v)) return "std::numeric_limits<" + t + ">::quiet_NaN()";
-  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
   std::ostringstream s;
   s << std::setprecision(d == DType::Float64 ? 17 : 9) << v;
   std::string text = s.str();
@@ -39,84 +42,145 @@ std::string float_literal(double v, DType d) {
 std::string constant_text(Value v) {
   DType d = v.dtype();
   switch (d) {
-    case DType::Bool: return v->ivalue ? "true" : "false";
+    case DType::Bool:
+      return v->ivalue ? "true" : "false";
     case DType::Float32:
-    case DType::Float64: return float_literal(v->fvalue, d);
+    case DType::Float64:
+      return float_literal(v->fvalue, d);
     case DType::BFloat16:
-    case DType::Float16: return "static_cast<" + ctype(d) + ">(" + float_literal(v->fvalue, DType::Float32) + ")";
+    case DType::Float16:
+      return "static_cast<" + ctype(d) + ">(" + float_literal(v->fvalue, DType::Float32) + ")";
     case DType::Int64:
       if (v->ivalue == INT64_MIN) return "std::numeric_limits<int64_t>::min()";
       return "static_cast<int64_t>(" + std::to_string(v->ivalue) + "LL)";
-    default: return "static_cast<" + ctype(d) + ">(" + std::to_string(v->ivalue) + ")";
+    default:
+      return "static_cast<" + ctype(d) + ">(" + std::to_string(v->ivalue) + ")";
   }
 }
 
 std::string unary_text(Op op, const std::string& a, DType d) {
   bool is_float = graph::is_floating(d);
   switch (op) {
-    case Op::Neg: return "(-" + a + ")";
-    case Op::Abs: return "std::abs(" + a + ")";
-    case Op::Exp: return "std::exp(" + a + ")";
-    case Op::Exp2: return "std::exp2(" + a + ")";
-    case Op::Log: return "std::log(" + a + ")";
-    case Op::Log2: return "std::log2(" + a + ")";
-    case Op::Log1p: return "std::log1p(" + a + ")";
-    case Op::Expm1: return "std::expm1(" + a + ")";
-    case Op::Sqrt: return "std::sqrt(" + a + ")";
-    case Op::Rsqrt: return "(" + ctype(d) + "(1) / std::sqrt(" + a + "))";
-    case Op::Sin: return "std::sin(" + a + ")";
-    case Op::Cos: return "std::cos(" + a + ")";
-    case Op::Tan: return "std::tan(" + a + ")";
-    case Op::Asin: return "std::asin(" + a + ")";
-    case Op::Acos: return "std::acos(" + a + ")";
-    case Op::Atan: return "std::atan(" + a + ")";
-    case Op::Sinh: return "std::sinh(" + a + ")";
-    case Op::Cosh: return "std::cosh(" + a + ")";
-    case Op::Tanh: return "std::tanh(" + a + ")";
-    case Op::Sigmoid: return "coil_sigmoid(" + a + ")";
-    case Op::Erf: return "std::erf(" + a + ")";
-    case Op::Floor: return is_float ? "std::floor(" + a + ")" : a;
-    case Op::Ceil: return is_float ? "std::ceil(" + a + ")" : a;
-    case Op::Round: return is_float ? "std::nearbyint(" + a + ")" : a;
-    case Op::Trunc: return is_float ? "std::trunc(" + a + ")" : a;
-    case Op::Reciprocal: return "(" + ctype(d) + "(1) / " + a + ")";
-    case Op::Sign: return "coil_sign(" + a + ")";
-    case Op::IsNan: return "coil_isnan(" + a + ")";
-    case Op::IsInf: return "coil_isinf(" + a + ")";
-    case Op::LogicalNot: return "(!" + a + ")";
-    case Op::BitwiseNot: return "(~" + a + ")";
-    default: throw std::logic_error(std::string("cpp codegen: not a unary op: ") + ir::op_name(op));
+    case Op::Neg:
+      return "(-" + a + ")";
+    case Op::Abs:
+      return "std::abs(" + a + ")";
+    case Op::Exp:
+      return "std::exp(" + a + ")";
+    case Op::Exp2:
+      return "std::exp2(" + a + ")";
+    case Op::Log:
+      return "std::log(" + a + ")";
+    case Op::Log2:
+      return "std::log2(" + a + ")";
+    case Op::Log1p:
+      return "std::log1p(" + a + ")";
+    case Op::Expm1:
+      return "std::expm1(" + a + ")";
+    case Op::Sqrt:
+      return "std::sqrt(" + a + ")";
+    case Op::Rsqrt:
+      return "(" + ctype(d) + "(1) / std::sqrt(" + a + "))";
+    case Op::Sin:
+      return "std::sin(" + a + ")";
+    case Op::Cos:
+      return "std::cos(" + a + ")";
+    case Op::Tan:
+      return "std::tan(" + a + ")";
+    case Op::Asin:
+      return "std::asin(" + a + ")";
+    case Op::Acos:
+      return "std::acos(" + a + ")";
+    case Op::Atan:
+      return "std::atan(" + a + ")";
+    case Op::Sinh:
+      return "std::sinh(" + a + ")";
+    case Op::Cosh:
+      return "std::cosh(" + a + ")";
+    case Op::Tanh:
+      return "std::tanh(" + a + ")";
+    case Op::Sigmoid:
+      return "coil_sigmoid(" + a + ")";
+    case Op::Erf:
+      return "std::erf(" + a + ")";
+    case Op::Floor:
+      return is_float ? "std::floor(" + a + ")" : a;
+    case Op::Ceil:
+      return is_float ? "std::ceil(" + a + ")" : a;
+    case Op::Round:
+      return is_float ? "std::nearbyint(" + a + ")" : a;
+    case Op::Trunc:
+      return is_float ? "std::trunc(" + a + ")" : a;
+    case Op::Reciprocal:
+      return "(" + ctype(d) + "(1) / " + a + ")";
+    case Op::Sign:
+      return "coil_sign(" + a + ")";
+    case Op::IsNan:
+      return "coil_isnan(" + a + ")";
+    case Op::IsInf:
+      return "coil_isinf(" + a + ")";
+    case Op::LogicalNot:
+      return "(!" + a + ")";
+    case Op::BitwiseNot:
+      return "(~" + a + ")";
+    default:
+      throw std::logic_error(std::string("cpp codegen: not a unary op: ") + ir::op_name(op));
   }
 }
 
 std::string binary_text(Op op, const std::string& a, const std::string& b, DType operand) {
   std::string t = ctype(operand);
   switch (op) {
-    case Op::Add: return "(" + a + " + " + b + ")";
-    case Op::Sub: return "(" + a + " - " + b + ")";
-    case Op::Mul: return "(" + a + " * " + b + ")";
-    case Op::Div: return "(" + a + " / " + b + ")";
-    case Op::FloorDiv: return "coil_floordiv_t<" + t + ">(" + a + ", " + b + ")";
-    case Op::TruncDiv: return "coil_truncdiv<" + t + ">(" + a + ", " + b + ")";
-    case Op::Remainder: return "coil_remainder<" + t + ">(" + a + ", " + b + ")";
-    case Op::Fmod: return "coil_fmod<" + t + ">(" + a + ", " + b + ")";
-    case Op::Pow: return "coil_pow<" + t + ">(" + a + ", " + b + ")";
-    case Op::Atan2: return "std::atan2(" + a + ", " + b + ")";
-    case Op::Maximum: return "coil_max<" + t + ">(" + a + ", " + b + ")";
-    case Op::Minimum: return "coil_min<" + t + ">(" + a + ", " + b + ")";
-    case Op::Lt: return "(" + a + " < " + b + ")";
-    case Op::Le: return "(" + a + " <= " + b + ")";
-    case Op::Gt: return "(" + a + " > " + b + ")";
-    case Op::Ge: return "(" + a + " >= " + b + ")";
-    case Op::Eq: return "(" + a + " == " + b + ")";
-    case Op::Ne: return "(" + a + " != " + b + ")";
-    case Op::LogicalAnd: return "(" + a + " && " + b + ")";
-    case Op::LogicalOr: return "(" + a + " || " + b + ")";
-    case Op::LogicalXor: return "(" + a + " != " + b + ")";
-    case Op::BitwiseAnd: return "(" + a + " & " + b + ")";
-    case Op::BitwiseOr: return "(" + a + " | " + b + ")";
-    case Op::BitwiseXor: return "(" + a + " ^ " + b + ")";
-    default: throw std::logic_error(std::string("cpp codegen: not a binary op: ") + ir::op_name(op));
+    case Op::Add:
+      return "(" + a + " + " + b + ")";
+    case Op::Sub:
+      return "(" + a + " - " + b + ")";
+    case Op::Mul:
+      return "(" + a + " * " + b + ")";
+    case Op::Div:
+      return "(" + a + " / " + b + ")";
+    case Op::FloorDiv:
+      return "coil_floordiv_t<" + t + ">(" + a + ", " + b + ")";
+    case Op::TruncDiv:
+      return "coil_truncdiv<" + t + ">(" + a + ", " + b + ")";
+    case Op::Remainder:
+      return "coil_remainder<" + t + ">(" + a + ", " + b + ")";
+    case Op::Fmod:
+      return "coil_fmod<" + t + ">(" + a + ", " + b + ")";
+    case Op::Pow:
+      return "coil_pow<" + t + ">(" + a + ", " + b + ")";
+    case Op::Atan2:
+      return "std::atan2(" + a + ", " + b + ")";
+    case Op::Maximum:
+      return "coil_max<" + t + ">(" + a + ", " + b + ")";
+    case Op::Minimum:
+      return "coil_min<" + t + ">(" + a + ", " + b + ")";
+    case Op::Lt:
+      return "(" + a + " < " + b + ")";
+    case Op::Le:
+      return "(" + a + " <= " + b + ")";
+    case Op::Gt:
+      return "(" + a + " > " + b + ")";
+    case Op::Ge:
+      return "(" + a + " >= " + b + ")";
+    case Op::Eq:
+      return "(" + a + " == " + b + ")";
+    case Op::Ne:
+      return "(" + a + " != " + b + ")";
+    case Op::LogicalAnd:
+      return "(" + a + " && " + b + ")";
+    case Op::LogicalOr:
+      return "(" + a + " || " + b + ")";
+    case Op::LogicalXor:
+      return "(" + a + " != " + b + ")";
+    case Op::BitwiseAnd:
+      return "(" + a + " & " + b + ")";
+    case Op::BitwiseOr:
+      return "(" + a + " | " + b + ")";
+    case Op::BitwiseXor:
+      return "(" + a + " ^ " + b + ")";
+    default:
+      throw std::logic_error(std::string("cpp codegen: not a binary op: ") + ir::op_name(op));
   }
 }
 
@@ -124,16 +188,22 @@ std::string reduction_identity(ir::ReductionType t, DType d) {
   std::string ty = ctype(d);
   bool is_float = graph::is_floating(d);
   switch (t) {
-    case ir::ReductionType::Sum: return ty + "(0)";
-    case ir::ReductionType::Prod: return ty + "(1)";
+    case ir::ReductionType::Sum:
+      return ty + "(0)";
+    case ir::ReductionType::Prod:
+      return ty + "(1)";
     case ir::ReductionType::Max:
     case ir::ReductionType::ArgMax:
-      return is_float ? "-std::numeric_limits<" + ty + ">::infinity()" : "std::numeric_limits<" + ty + ">::lowest()";
+      return is_float ? "-std::numeric_limits<" + ty + ">::infinity()"
+                      : "std::numeric_limits<" + ty + ">::lowest()";
     case ir::ReductionType::Min:
     case ir::ReductionType::ArgMin:
-      return is_float ? "std::numeric_limits<" + ty + ">::infinity()" : "std::numeric_limits<" + ty + ">::max()";
-    case ir::ReductionType::Any: return "false";
-    case ir::ReductionType::All: return "true";
+      return is_float ? "std::numeric_limits<" + ty + ">::infinity()"
+                      : "std::numeric_limits<" + ty + ">::max()";
+    case ir::ReductionType::Any:
+      return "false";
+    case ir::ReductionType::All:
+      return "true";
   }
   return "";
 }
@@ -154,7 +224,9 @@ std::string user_source_line(const std::string& trace) {
       size_t end = text.find(',', ln + 7);
       frame = q == std::string::npos || ln == std::string::npos
                   ? text
-                  : text.substr(6, q - 6) + ":" + text.substr(ln + 7, end == std::string::npos ? std::string::npos : end - ln - 7);
+                  : text.substr(6, q - 6) + ":" +
+                        text.substr(ln + 7,
+                                    end == std::string::npos ? std::string::npos : end - ln - 7);
       code.clear();
       want_code = true;
       continue;
@@ -187,15 +259,18 @@ class Emitter {
     for (size_t i = 0; i < args_.size(); ++i) {
       const ir::Buffer& b = prog_.buffer(args_[i].buffer);
       std::string t = ctype(b.layout.dtype);
-      code << "  " << (args_[i].written ? "" : "const ") << t << "* __restrict__ " << ptr_[args_[i].buffer] << " = static_cast<"
-           << (args_[i].written ? "" : "const ") << t << "*>(ptrs[" << i << "]);  // " << args_[i].buffer << "\n";
+      code << "  " << (args_[i].written ? "" : "const ") << t << "* __restrict__ "
+           << ptr_[args_[i].buffer] << " = static_cast<" << (args_[i].written ? "" : "const ") << t
+           << "*>(ptrs[" << i << "]);  // " << args_[i].buffer << "\n";
     }
     code << body.str();
     code << "}\n";
     src.code = code.str();
     src.args = args_;
     std::set<std::string> origins;
-    for (const sched::Member& m : k_.members) origins.insert(prog_.buffers[m.buffer].origins.begin(), prog_.buffers[m.buffer].origins.end());
+    for (const sched::Member& m : k_.members)
+      origins.insert(prog_.buffers[m.buffer].origins.begin(),
+                     prog_.buffers[m.buffer].origins.end());
     src.origins.assign(origins.begin(), origins.end());
     return src;
   }
@@ -223,7 +298,8 @@ class Emitter {
         // stage (inner values are not visible across loops).
         bool per_point = !producer || !producer->inner || prog_.buffer(a.buffer).is_reduction();
         if (producer && !(!per_point && producer->stage != m.stage && stored(a.buffer))) continue;
-        if (std::find(reads.begin(), reads.end(), a.buffer) == reads.end()) reads.push_back(a.buffer);
+        if (std::find(reads.begin(), reads.end(), a.buffer) == reads.end())
+          reads.push_back(a.buffer);
       }
       if (stored(b.name)) writes.push_back(b.name);
     }
@@ -250,7 +326,9 @@ class Emitter {
     std::ostringstream c;
     c << "// " << name << "\n";
     std::set<std::string> origins;
-    for (const sched::Member& m : k_.members) origins.insert(prog_.buffers[m.buffer].origins.begin(), prog_.buffers[m.buffer].origins.end());
+    for (const sched::Member& m : k_.members)
+      origins.insert(prog_.buffers[m.buffer].origins.begin(),
+                     prog_.buffers[m.buffer].origins.end());
     c << "// graph nodes:";
     for (const auto& o : origins) {
       auto t = prog_.node_targets.find(o);
@@ -290,9 +368,12 @@ class Emitter {
       if (lookup(v)) continue;
       std::string text;
       switch (v.op()) {
-        case Op::Constant: memo_.back()[v.get()] = constant_text(v); continue;
+        case Op::Constant:
+          memo_.back()[v.get()] = constant_text(v);
+          continue;
         case Op::IndexExpr:
-          text = "static_cast<" + ctype(v.dtype()) + ">(" + sym::to_cpp(sym::simplify(v->index, env_), env_) + ")";
+          text = "static_cast<" + ctype(v.dtype()) + ">(" +
+                 sym::to_cpp(sym::simplify(v->index, env_), env_) + ")";
           break;
         case Op::Load: {
           auto avail = available_.find(v->buffer);
@@ -301,18 +382,24 @@ class Emitter {
             continue;
           }
           std::string load = ptr_.at(v->buffer) + "[" + index_text(v->buffer, v->index) + "]";
-          text = v->args.empty() ? load : "(" + *lookup(v->args[0]) + " ? " + load + " : static_cast<" + ctype(v.dtype()) + ">(0))";
+          text = v->args.empty() ? load
+                                 : "(" + *lookup(v->args[0]) + " ? " + load + " : static_cast<" +
+                                       ctype(v.dtype()) + ">(0))";
           break;
         }
-        case Op::Cast: text = "static_cast<" + ctype(v.dtype()) + ">(" + *lookup(v->args[0]) + ")"; break;
+        case Op::Cast:
+          text = "static_cast<" + ctype(v.dtype()) + ">(" + *lookup(v->args[0]) + ")";
+          break;
         case Op::Where:
-          text = "(" + *lookup(v->args[0]) + " ? " + *lookup(v->args[1]) + " : " + *lookup(v->args[2]) + ")";
+          text = "(" + *lookup(v->args[0]) + " ? " + *lookup(v->args[1]) + " : " +
+                 *lookup(v->args[2]) + ")";
           break;
         default:
           if (v->args.size() == 1) {
             text = unary_text(v.op(), *lookup(v->args[0]), v.dtype());
           } else {
-            text = binary_text(v.op(), *lookup(v->args[0]), *lookup(v->args[1]), v->args[0].dtype());
+            text =
+                binary_text(v.op(), *lookup(v->args[0]), *lookup(v->args[1]), v->args[0].dtype());
           }
       }
       std::string name = "tmp" + std::to_string(next_tmp_++);
@@ -330,7 +417,9 @@ class Emitter {
     return nullptr;
   }
 
-  Value kernel_body(const sched::Member& m) const { return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map); }
+  Value kernel_body(const sched::Member& m) const {
+    return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
+  }
 
   void store(const ir::Buffer& b, const sched::Member& m, const std::string& val) {
     if (!stored(b.name)) return;
@@ -339,7 +428,8 @@ class Emitter {
   }
 
   // Column mode (Kernel::column_block): the last x dim runs innermost in blocks, so per-x-point
-  // values are arrays indexed by the lane xi, and each x point's code sits in a `for (xi ...)` loop.
+  // values are arrays indexed by the lane xi, and each x point's code sits in a `for (xi ...)`
+  // loop.
   bool column() const { return k_.column_block > 0; }
   std::string last_x() const { return "x" + std::to_string(k_.xsizes.size() - 1); }
   std::string lane(const std::string& v) const { return column() ? v + "[xi]" : v; }
@@ -401,7 +491,8 @@ class Emitter {
       if (is_arg_reduction(b)) line("int64_t acci_" + b.name + block + (column() ? ";" : " = 0;"));
       if (column()) {
         line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + b.name + "[xi] = " + init + ";");
-        if (is_arg_reduction(b)) line("for (int64_t xi = 0; xi < xn; ++xi) acci_" + b.name + "[xi] = 0;");
+        if (is_arg_reduction(b))
+          line("for (int64_t xi = 0; xi < xn; ++xi) acci_" + b.name + "[xi] = 0;");
       }
       all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
     }
@@ -412,10 +503,12 @@ class Emitter {
       if (innermost && all_sums && !reductions.empty()) {
         // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are).
         std::string list;
-        for (const auto* m : reductions) list += (list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
+        for (const auto* m : reductions)
+          list += (list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
         line("#pragma omp simd reduction(+:" + list + ")");
       }
-      line("for (int64_t " + r + " = 0; " + r + " < " + sym::to_cpp(k_.rsizes[j], env_) + "; ++" + r + ") {");
+      line("for (int64_t " + r + " = 0; " + r + " < " + sym::to_cpp(k_.rsizes[j], env_) + "; ++" +
+           r + ") {");
       ++indent_;
     }
     memo_.emplace_back();
@@ -432,23 +525,38 @@ class Emitter {
       std::string acc = lane("acc_" + b.name);
       DType t = b.body.dtype();
       switch (*b.reduction) {
-        case ir::ReductionType::Sum: line(acc + " = " + acc + " + " + val + ";"); break;
-        case ir::ReductionType::Prod: line(acc + " = " + acc + " * " + val + ";"); break;
-        case ir::ReductionType::Max: line(acc + " = coil_max<" + ctype(t) + ">(" + acc + ", " + val + ");"); break;
-        case ir::ReductionType::Min: line(acc + " = coil_min<" + ctype(t) + ">(" + acc + ", " + val + ");"); break;
-        case ir::ReductionType::Any: line(acc + " = " + acc + " || " + val + ";"); break;
-        case ir::ReductionType::All: line(acc + " = " + acc + " && " + val + ";"); break;
+        case ir::ReductionType::Sum:
+          line(acc + " = " + acc + " + " + val + ";");
+          break;
+        case ir::ReductionType::Prod:
+          line(acc + " = " + acc + " * " + val + ";");
+          break;
+        case ir::ReductionType::Max:
+          line(acc + " = coil_max<" + ctype(t) + ">(" + acc + ", " + val + ");");
+          break;
+        case ir::ReductionType::Min:
+          line(acc + " = coil_min<" + ctype(t) + ">(" + acc + ", " + val + ");");
+          break;
+        case ir::ReductionType::Any:
+          line(acc + " = " + acc + " || " + val + ";");
+          break;
+        case ir::ReductionType::All:
+          line(acc + " = " + acc + " && " + val + ";");
+          break;
         case ir::ReductionType::ArgMax:
         case ir::ReductionType::ArgMin: {
           // The row-major position within this buffer's own reduction ranges.
           Expr pos = 0;
           for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
-            pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
+            pos =
+                pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
           }
           std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
-          line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc + "))) {");
+          line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc +
+               "))) {");
           line("  " + acc + " = " + val + ";");
-          line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) + ";");
+          line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) +
+               ";");
           line("}");
           break;
         }
@@ -502,20 +610,25 @@ class Emitter {
     size_t parallel_loops = 0;
     auto size = [&](size_t i) { return sym::to_cpp(k_.xsizes[i], env_); };
     if (column()) {
-      for (size_t i = 0; i + 1 < nx; ++i) headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
+      for (size_t i = 0; i + 1 < nx; ++i)
+        headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
       headers.push_back(loop_header("xc", "0", size(nx - 1), std::to_string(k_.column_block)));
       parallel_loops = nx;
     } else if (tiled) {
-      for (size_t i = 0; i + 2 < nx; ++i) headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
+      for (size_t i = 0; i + 2 < nx; ++i)
+        headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
       std::string t = std::to_string(k_.tile);
       headers.push_back(loop_header("xt0", "0", size(nx - 2), t));
       headers.push_back(loop_header("xt1", "0", size(nx - 1), t));
       parallel_loops = nx;
       std::string a = "x" + std::to_string(nx - 2), b = "x" + std::to_string(nx - 1);
-      headers.push_back(loop_header(a, "xt0", "std::min<int64_t>(xt0 + " + t + ", " + size(nx - 2) + ")"));
-      headers.push_back(loop_header(b, "xt1", "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")"));
+      headers.push_back(
+          loop_header(a, "xt0", "std::min<int64_t>(xt0 + " + t + ", " + size(nx - 2) + ")"));
+      headers.push_back(
+          loop_header(b, "xt1", "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")"));
     } else {
-      for (size_t i = 0; i < nx; ++i) headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
+      for (size_t i = 0; i < nx; ++i)
+        headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
       parallel_loops = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
     }
     for (size_t i = 0; i < headers.size(); ++i) {
@@ -532,7 +645,8 @@ class Emitter {
       ++indent_;
     }
     if (column()) {
-      line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " + size(nx - 1) + " - xc);");
+      line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " +
+           size(nx - 1) + " - xc);");
       // Per-lane slots for every per-x-point value of the kernel.
       for (const sched::Member& m : k_.members) {
         const ir::Buffer& b = prog_.buffers[m.buffer];
@@ -564,7 +678,8 @@ class Emitter {
 
 }  // namespace
 
-std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix, int n) {
+std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix,
+                        int n) {
   std::set<std::string> ops;
   for (const sched::Member& m : k.members) {
     for (const std::string& o : prog.buffers[m.buffer].origins) {
@@ -587,8 +702,8 @@ std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const s
   return name + "_" + std::to_string(n);
 }
 
-KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k,
-                               const std::string& name) {
+KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s,
+                               const sched::Kernel& k, const std::string& name) {
   Emitter e(prog, s, k);
   return e.render(name);
 }

@@ -34,8 +34,9 @@ struct LaunchConfig {
 struct KernelLaunch {
   std::string kind;  // Triton: "pointwise", "reduction" (looped over r), "persistent_reduction"
   sym::Expr xnumel = 1;
-  sym::Expr rnumel = 1;              // 1 for pointwise kernels
-  std::vector<LaunchConfig> configs;  // candidates, benchmarked on the first call; [0] is the default
+  sym::Expr rnumel = 1;  // 1 for pointwise kernels
+  std::vector<LaunchConfig>
+      configs;  // candidates, benchmarked on the first call; [0] is the default
 };
 
 struct KernelSource {
@@ -47,9 +48,10 @@ struct KernelSource {
 };
 
 // A descriptive, deterministic kernel name: <prefix>_fused_<ops>_<n>, ops from the origins.
-std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix, int n);
+std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix,
+                        int n);
 
-KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k,
-                               const std::string& name);
+KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s,
+                               const sched::Kernel& k, const std::string& name);
 
 }  // namespace coil::codegen

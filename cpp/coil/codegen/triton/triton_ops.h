@@ -1,0 +1,39 @@
+// The Triton op table: how each scalar IR op, dtype, constant and reduction is spelled in Triton.
+//
+// Data for the Triton renderer (triton_kernel.cpp), kept apart from the walk over the kernel plan.
+// Math goes through tl.* where Triton (and its interpreter) has the function, and through
+// `libdevice` (triton.language.extra.libdevice on GPUs; a NumPy stand-in under TRITON_INTERPRET=1,
+// see python/coil/triton_launcher.py) otherwise. Helpers named coil_* are defined by the prelude
+// (triton_prelude.h).
+//
+// Tests: tests/python/test_triton_interpret.py (numerics under the interpreter), tests/gpu/.
+#pragma once
+
+#include <string>
+
+#include "coil/ir/program.h"
+#include "coil/ir/scalar.h"
+
+namespace coil::codegen::triton {
+
+std::string dtype_text(graph::DType d);  // "tl.float32", "tl.int1", ...
+
+// A constant as a Python literal ("1.0", "float(\"-inf\")", "True", "3"): right wherever Triton
+// gives it the type of the tensor it meets (an operand of a binary op or a where()).
+std::string literal_text(ir::Value constant);
+// A constant as a typed one-element tensor, for every other use: tl.full([1], 3, tl.int64).
+std::string constant_tensor_text(ir::Value constant);
+
+// `a` and `b` are operand texts; `operand` is the operands' dtype.
+std::string unary_text(ir::Op op, const std::string& a, graph::DType operand);
+std::string binary_text(ir::Op op, const std::string& a, const std::string& b, graph::DType operand);
+std::string cast_text(const std::string& a, graph::DType from, graph::DType to);
+
+// Reductions over a block accumulator [XBLOCK, RBLOCK] of dtype d (not for ArgMax/ArgMin, whose
+// combine is coil_argmax_combine / coil_argmin_combine over (value, index) pairs).
+std::string reduction_identity(ir::ReductionType t, graph::DType d);
+std::string reduction_combine(ir::ReductionType t, graph::DType d, const std::string& acc, const std::string& v);
+// Reduces `block` along axis 1, keeping a [XBLOCK, 1] result.
+std::string reduction_final(ir::ReductionType t, graph::DType d, const std::string& block);
+
+}  // namespace coil::codegen::triton

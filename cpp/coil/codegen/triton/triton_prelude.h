@@ -1,0 +1,99 @@
+// The text every generated Triton module starts with, after its imports: small @triton.jit helpers
+// with PyTorch's semantics where Triton's differ (Triton's // and % on integers truncate toward
+// zero like C; torch's floor division and remainder follow Python), NaN-propagating max/min
+// combines for reductions, and argmax/argmin combines that keep the first index on ties. Kept as
+// one string so every output_code.py is self-contained and readable.
+#pragma once
+
+namespace coil::codegen::triton {
+
+inline constexpr const char* kPrelude = R"PRELUDE(# ---- coil's Triton helpers (the same in every generated module) ----
+
+
+@triton.jit
+def coil_floordiv(a, b):
+    # Python floor division on integers; Triton's // truncates toward zero.
+    q = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def coil_mod(a, b):
+    # Python remainder on integers: the result takes the divisor's sign.
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def coil_fremainder(a, b):
+    # torch.remainder on floats: fmod, moved to the divisor's sign.
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def coil_ffloordiv(a, b):
+    # torch.floor_divide on floats: exact when a is a multiple of b, unlike floor(a / b).
+    m = a % b
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    return tl.where(b == 0, a / b, f)
+
+
+@triton.jit
+def coil_ipow(a, b):
+    # Integer power by squaring; negative exponents give 0 except for bases 1 and -1.
+    result = a * 0 + 1
+    base = a + b * 0
+    e = b + a * 0
+    for _ in range(63):
+        result = tl.where((e & 1) != 0, result * base, result)
+        base = base * base
+        e = tl.where(e > 0, e >> 1, e)
+    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0))
+    return tl.where(b < 0, neg.to(a.dtype), result)
+
+
+@triton.jit
+def coil_sign(x):
+    s = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+    return tl.where(x != x, x, s)
+
+
+@triton.jit
+def coil_max_combine(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def coil_min_combine(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def coil_prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def coil_argmax_combine(a, ia, b, ib):
+    # The larger value wins; NaN beats everything; equal values keep the smaller index.
+    a_nan = a != a
+    b_nan = b != b
+    tie = (a == b) | (a_nan & b_nan)
+    take_b = ((b > a) & ~a_nan) | (b_nan & ~a_nan) | (tie & (ib < ia))
+    return tl.where(take_b, b, a), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def coil_argmin_combine(a, ia, b, ib):
+    a_nan = a != a
+    b_nan = b != b
+    tie = (a == b) | (a_nan & b_nan)
+    take_b = ((b < a) & ~a_nan) | (b_nan & ~a_nan) | (tie & (ib < ia))
+    return tl.where(take_b, b, a), tl.where(take_b, ib, ia)
+)PRELUDE";
+
+}  // namespace coil::codegen::triton
