@@ -227,6 +227,21 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
                                   std::vector<Expr> ranges, std::vector<Expr> reduction_ranges,
                                   ir::ReductionType type, Value body,
                                   std::set<std::string> origins) {
+  // The same reduction of the same body (sum for a mean and a sum of one tensor, say) is computed
+  // once: interned bodies and sizes make "the same" a pointer comparison.
+  std::vector<const void*> key = {body.get(),
+                                  reinterpret_cast<const void*>(static_cast<uintptr_t>(type)),
+                                  reinterpret_cast<const void*>(static_cast<uintptr_t>(out_dtype))};
+  for (const Expr& e : ranges) key.push_back(e.node());
+  key.push_back(nullptr);
+  for (const Expr& e : reduction_ranges) key.push_back(e.node());
+  auto found = reductions_.find(key);
+  if (found != reductions_.end() && prog_.buffer(found->second).layout.device == device) {
+    ir::Buffer& existing = prog_.buffer(found->second);
+    existing.origins.insert(origins.begin(), origins.end());
+    if (current_) existing.origins.insert(current_->name);
+    return read_buffer(existing.name, existing.layout);
+  }
   ir::Buffer buf;
   buf.name = new_buffer_name();
   buf.kind = ir::Buffer::Kind::Computed;
@@ -242,6 +257,7 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
   buf.origins = std::move(origins);
   if (current_) buf.origins.insert(current_->name);
   prog_.buffers.push_back(buf);
+  reductions_[key] = buf.name;
   return read_buffer(buf.name, buf.layout);
 }
 

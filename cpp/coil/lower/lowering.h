@@ -126,6 +126,7 @@ class Lowering {
   ir::Program& prog_;
   std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
+  std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
   const graph::Node* current_ = nullptr;
   int next_buffer_ = 0;
 };

@@ -255,26 +255,39 @@ void register_pointwise(Registry& r) {
   }
 
   const std::pair<const char*, Op> unary_ops[] = {
-      {"neg", Op::Neg},     {"abs", Op::Abs},         {"exp", Op::Exp},
-      {"exp2", Op::Exp2},   {"log", Op::Log},         {"log2", Op::Log2},
-      {"log1p", Op::Log1p}, {"expm1", Op::Expm1},     {"sqrt", Op::Sqrt},
-      {"rsqrt", Op::Rsqrt}, {"sin", Op::Sin},         {"cos", Op::Cos},
-      {"tan", Op::Tan},     {"asin", Op::Asin},       {"acos", Op::Acos},
-      {"atan", Op::Atan},   {"sinh", Op::Sinh},       {"cosh", Op::Cosh},
-      {"tanh", Op::Tanh},   {"sigmoid", Op::Sigmoid}, {"erf", Op::Erf},
-      {"floor", Op::Floor}, {"ceil", Op::Ceil},       {"round", Op::Round},
-      {"trunc", Op::Trunc}, {"sign", Op::Sign},       {"reciprocal", Op::Reciprocal},
+      {"neg", Op::Neg},
+      {"abs", Op::Abs},
+      {"exp", Op::Exp},
+      {"exp2", Op::Exp2},
+      {"log", Op::Log},
+      {"log2", Op::Log2},
+      {"log1p", Op::Log1p},
+      {"expm1", Op::Expm1},
+      {"sqrt", Op::Sqrt},
+      {"rsqrt", Op::Rsqrt},
+      {"sin", Op::Sin},
+      {"cos", Op::Cos},
+      {"tan", Op::Tan},
+      {"asin", Op::Asin},
+      {"acos", Op::Acos},
+      {"atan", Op::Atan},
+      {"sinh", Op::Sinh},
+      {"cosh", Op::Cosh},
+      {"tanh", Op::Tanh},
+      {"sigmoid", Op::Sigmoid},
+      {"erf", Op::Erf},
+      {"sign", Op::Sign},
+      {"reciprocal", Op::Reciprocal},
   };
   for (const auto& [name, op] : unary_ops) reg_unary(r, name, op);
   // Rounding ops on integers are the identity (the generic path would cast through float).
-  for (const char* name : {"floor", "ceil", "round", "trunc"}) {
-    Op op = unary_ops[0].second;
-    for (const auto& [n2, o2] : unary_ops) {
-      if (std::string(n2) == name) op = o2;
-    }
-    reg_math(r, std::string("aten.") + name + ".default", 1, [op](const std::vector<Value>& v) {
-      return graph::is_floating(v[0].dtype()) ? ir::unary(op, v[0]) : v[0];
-    });
+  const std::pair<const char*, Op> rounding_ops[] = {
+      {"floor", Op::Floor}, {"ceil", Op::Ceil}, {"round", Op::Round}, {"trunc", Op::Trunc}};
+  for (const auto& [name, op] : rounding_ops) {
+    reg_math(r, std::string("aten.") + name + ".default", 1,
+             [op = op](const std::vector<Value>& v) {
+               return graph::is_floating(v[0].dtype()) ? ir::unary(op, v[0]) : v[0];
+             });
   }
 
   reg_math(r, "aten.relu.default", 1, [](const std::vector<Value>& v) {
