@@ -41,9 +41,9 @@ std::vector<Arg> GraphBuilder::call_tuple(const std::string& name, const std::st
   for (size_t k = 0; k < metas.size(); ++k) {
     std::string item = getitems_ == 0 ? "getitem" : "getitem_" + std::to_string(getitems_);
     ++getitems_;
-    items.push_back(Arg::node_ref(g_.add_call(
-        item, "getitem", {Arg::node_ref(tuple), Arg::integer(static_cast<int64_t>(k))}, {},
-        {metas[k]})));
+    items.push_back(Arg::node_ref(
+        g_.add_call(item, "getitem", {Arg::node_ref(tuple), Arg::integer(static_cast<int64_t>(k))},
+                    {}, {metas[k]})));
   }
   return items;
 }
@@ -59,9 +59,15 @@ Arg ints(std::vector<int64_t> values) {
   for (int64_t v : values) items.push_back(Arg::integer(v));
   return Arg::list_of(std::move(items));
 }
-Arg iarg(int64_t v) { return Arg::integer(v); }
-Arg farg(double v) { return Arg::floating(v); }
-Arg barg(bool v) { return Arg::boolean(v); }
+Arg iarg(int64_t v) {
+  return Arg::integer(v);
+}
+Arg farg(double v) {
+  return Arg::floating(v);
+}
+Arg barg(bool v) {
+  return Arg::boolean(v);
+}
 
 graph::Graph pointwise_chain() {
   GraphBuilder g;
@@ -87,7 +93,8 @@ graph::Graph transpose_add() {
   GraphBuilder g;
   Arg x = g.input("arg0_1", contiguous({8, 16}));
   Arg y = g.input("arg1_1", contiguous({16, 8}));
-  Arg permute = g.call("permute", "aten.permute.default", {y, ints({1, 0})}, strided({8, 16}, {1, 8}));
+  Arg permute =
+      g.call("permute", "aten.permute.default", {y, ints({1, 0})}, strided({8, 16}, {1, 8}));
   Arg add = g.call("add", "aten.add.Tensor", {x, permute}, contiguous({8, 16}));
   return g.finish({add});
 }
@@ -103,19 +110,22 @@ graph::Graph softmax_like(const std::string& name, const std::string& target) {
 
 }  // namespace
 
-graph::Graph softmax() { return softmax_like("_softmax", "aten._softmax.default"); }
+graph::Graph softmax() {
+  return softmax_like("_softmax", "aten._softmax.default");
+}
 
-graph::Graph log_softmax() { return softmax_like("_log_softmax", "aten._log_softmax.default"); }
+graph::Graph log_softmax() {
+  return softmax_like("_log_softmax", "aten._log_softmax.default");
+}
 
 graph::Graph layer_norm() {
   GraphBuilder g;
   Arg x = g.input("arg0_1", contiguous({8, 32}));
   Arg w = g.input("arg1_1", contiguous({32}));
   Arg bias = g.input("arg2_1", contiguous({32}));
-  std::vector<Arg> out =
-      g.call_tuple("native_layer_norm", "aten.native_layer_norm.default",
-                   {x, ints({32}), w, bias, farg(1e-5)},
-                   {contiguous({8, 32}), contiguous({8, 1}), contiguous({8, 1})});
+  std::vector<Arg> out = g.call_tuple(
+      "native_layer_norm", "aten.native_layer_norm.default", {x, ints({32}), w, bias, farg(1e-5)},
+      {contiguous({8, 32}), contiguous({8, 1}), contiguous({8, 1})});
   return g.finish({out[0], out[1], out[2]});
 }
 
@@ -131,10 +141,9 @@ graph::Graph sum_dim0() {
 graph::Graph var_mean() {
   GraphBuilder g;
   Arg x = g.input("arg0_1", contiguous({8, 32}));
-  std::vector<Arg> out =
-      g.call_tuple("var_mean", "aten.var_mean.correction", {x, ints({1})},
-                   {contiguous({8, 1}), contiguous({8, 1})},
-                   {{"correction", iarg(1)}, {"keepdim", barg(true)}});
+  std::vector<Arg> out = g.call_tuple("var_mean", "aten.var_mean.correction", {x, ints({1})},
+                                      {contiguous({8, 1}), contiguous({8, 1})},
+                                      {{"correction", iarg(1)}, {"keepdim", barg(true)}});
   return g.finish({out[0], out[1]});
 }
 
@@ -170,6 +179,10 @@ std::vector<NamedGraph> snapshot_graphs() {
       {"cat", cat},
       {"mm_bias_gelu", mm_bias_gelu},
   };
+}
+
+void PrintTo(const NamedGraph& g, std::ostream* os) {
+  *os << g.name;
 }
 
 }  // namespace coil::test

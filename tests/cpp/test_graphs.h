@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,18 +25,19 @@ using sym::Expr;
 // Metadata of a contiguous tensor (torch's strides: size-1 dims do not advance the stride).
 TensorMeta contiguous(std::vector<Expr> sizes, DType dtype = DType::Float32);
 // Metadata with explicit strides (views: permute, expand, ...).
-TensorMeta strided(std::vector<Expr> sizes, std::vector<Expr> strides, DType dtype = DType::Float32);
+TensorMeta strided(std::vector<Expr> sizes, std::vector<Expr> strides,
+                   DType dtype = DType::Float32);
 
 // A terse front end over graph::Graph: each method adds one node and returns an Arg naming it.
 class GraphBuilder {
  public:
   Arg input(const std::string& name, TensorMeta meta);
-  Arg call(const std::string& name, const std::string& target, std::vector<Arg> args, TensorMeta meta,
-           std::vector<std::pair<std::string, Arg>> kwargs = {});
+  Arg call(const std::string& name, const std::string& target, std::vector<Arg> args,
+           TensorMeta meta, std::vector<std::pair<std::string, Arg>> kwargs = {});
   // A tuple-returning op followed by one getitem per element, named as FX names them ("getitem",
   // "getitem_1", ... numbered across the whole graph). Returns the getitems.
-  std::vector<Arg> call_tuple(const std::string& name, const std::string& target, std::vector<Arg> args,
-                              std::vector<TensorMeta> metas,
+  std::vector<Arg> call_tuple(const std::string& name, const std::string& target,
+                              std::vector<Arg> args, std::vector<TensorMeta> metas,
                               std::vector<std::pair<std::string, Arg>> kwargs = {});
   graph::Graph finish(std::vector<Arg> outputs);
 
@@ -79,5 +81,7 @@ struct NamedGraph {
 };
 // The graphs above with their names, in a fixed order.
 std::vector<NamedGraph> snapshot_graphs();
+// GoogleTest prints a NamedGraph parameter by its name.
+void PrintTo(const NamedGraph& g, std::ostream* os);
 
 }  // namespace coil::test

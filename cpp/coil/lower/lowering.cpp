@@ -154,11 +154,9 @@ Value Lowering::scalar(const graph::Arg& a, DType d) const {
       return graph::is_floating(d) ? ir::constant(static_cast<double>(a.i), d)
                                    : ir::int_constant(a.i, d);
     case graph::Arg::Kind::Float:
-      if (!graph::is_floating(d)) {
-        // A float scalar meeting an integer computation: the op computes in float, so the
-        // caller asked for the wrong dtype.
-        throw std::logic_error("scalar: float argument in an integer computation");
-      }
+      // A float number in an integer computation (masked_fill of an int tensor with 2.5) is
+      // converted the way eager converts it: truncated toward zero.
+      if (!graph::is_floating(d)) return ir::cast(ir::constant(a.f, DType::Float64), d);
       return ir::constant(a.f, d);
     default:
       throw std::logic_error("scalar: argument is not a number");
@@ -353,6 +351,19 @@ void Lowering::lower_node(const graph::Node& n) {
   values_[n.id] = std::move(out);
 }
 
+namespace {
+
+// Strides of size-1 dims never matter (torch gives them arbitrary values).
+bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (sizes[i] != Expr(1) && a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void Lowering::lower_outputs(const graph::Node& out) {
   current_ = nullptr;  // the output node is not an origin of anything
   const std::vector<graph::Arg>* items = &out.args;
@@ -368,13 +379,14 @@ void Lowering::lower_outputs(const graph::Node& out) {
     TensorBox b = box(a);
     const graph::TensorMeta& m = meta(src);
     auto ref = as_strided_view(b);
-    bool exact = ref && ref->strides == m.strides;
+    bool exact = ref && same_strides(ref->sizes, ref->strides, m.strides);
     if (!exact) {
       // Outputs get the strides eager would give them, so callers see the same memory format.
       b = realize(b, &m.strides, /*fixed=*/true);
       ref = as_strided_view(b);
     }
     o.ref = *ref;
+    o.ref.strides = m.strides;  // equal where it matters; eager's values for size-1 dims
     prog_.outputs.push_back(o);
   }
 }

@@ -196,7 +196,15 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   for (const auto& [name, plan] : s.buffers) {
     if (plan.stored && plan.free_step >= 0) frees_after[plan.free_step].push_back(name);
   }
-  std::set<std::string> consumed;  // taken in place: never enters the pool
+  // A fallback op may return a view of its input (diagonal, narrow, ...): its outputs and inputs
+  // share memory that coil cannot see, so none of them is ever reused or written in place.
+  std::set<std::string> pinned;
+  for (const ir::ExternCall& e : prog.externs) {
+    if (!e.is_fallback) continue;
+    for (const std::string& o : e.outputs) pinned.insert(o);
+    for (const ir::TensorRef& t : e.tensors) pinned.insert(t.buffer);
+  }
+  std::set<std::string> consumed = pinned;  // taken in place, or pinned: never enters the pool
   for (size_t step = 0; step < s.steps.size(); ++step) {
     if (s.steps[step].kind == Step::Kind::Kernel) {
       const Kernel& k = s.kernels[s.steps[step].index];

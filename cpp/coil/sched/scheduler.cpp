@@ -211,7 +211,7 @@ std::string Schedule::schedule_text(const ir::Program& prog) const {
     out << "step " << i << ": kernel " << k.id << " over x" << sizes_text(k.xsizes);
     if (k.has_reduction()) out << " r" << sizes_text(k.rsizes);
     out << "\n";
-    if (k.has_reduction()) {
+    if (k.has_reduction() && k.column_block == 0) {
       out << "  reduction strategy: looped (each x point accumulates over r in registers)\n";
     }
     for (size_t si = 0; si < k.stages.size(); ++si) {

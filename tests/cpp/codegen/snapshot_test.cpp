@@ -1,7 +1,7 @@
 // Generated-code snapshots: for a fixed set of small graphs (tests/cpp/test_graphs.h), the kernel
 // source, the wrapper, the schedule and the fusion verdicts must match the files checked in under
-// tests/snapshots/<graph>.<artifact>[.txt]. A refactor must leave them unchanged; a heuristic change
-// shows, in the diff of these files, exactly which kernels it changed.
+// tests/snapshots/<graph>.<artifact>[.txt]. A refactor must leave them unchanged; a heuristic
+// change shows, in the diff of these files, exactly which kernels it changed.
 //
 // To accept new output after an intended change, rerun with COIL_UPDATE_SNAPSHOTS=1 and review
 // the diff of tests/snapshots/ before committing it.
@@ -47,7 +47,8 @@ bool updating() {
 }
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+  for (size_t pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size())) {
     text.replace(pos, from.size(), to);
   }
   return text;
@@ -67,25 +68,54 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-// The first differing region of two texts, as "-expected" / "+actual" lines with a little context.
-std::string first_difference(const std::string& expected, const std::string& actual) {
+// A unified-style diff (longest common subsequence of lines) of expected and actual, showing the
+// first hunks only: "-" lines are expected, "+" lines are what the compiler generated now.
+std::string line_diff(const std::string& expected, const std::string& actual) {
   std::vector<std::string> e = split_lines(expected), a = split_lines(actual);
-  size_t first = 0;
-  while (first < e.size() && first < a.size() && e[first] == a[first]) ++first;
-  // Trim the common tail so the hunk shows only what changed.
-  size_t te = e.size(), ta = a.size();
-  while (te > first && ta > first && e[te - 1] == a[ta - 1]) --te, --ta;
-  constexpr size_t kContext = 3, kMaxLines = 20;
+  // lcs[i][j]: length of the LCS of e[i:] and a[j:]. Snapshots are small (hundreds of lines).
+  std::vector<std::vector<int>> lcs(e.size() + 1, std::vector<int>(a.size() + 1, 0));
+  for (size_t i = e.size(); i-- > 0;) {
+    for (size_t j = a.size(); j-- > 0;) {
+      lcs[i][j] = e[i] == a[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  struct Line {
+    char tag;     // ' ', '-', '+'
+    size_t line;  // 1-based, in expected for ' ' and '-', in actual for '+'
+    const std::string* text;
+  };
+  std::vector<Line> script;
+  size_t i = 0, j = 0;
+  while (i < e.size() || j < a.size()) {
+    if (i < e.size() && j < a.size() && e[i] == a[j]) {
+      script.push_back({' ', i + 1, &e[i]});
+      ++i, ++j;
+    } else if (i < e.size() && (j == a.size() || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      script.push_back({'-', i + 1, &e[i]});
+      ++i;
+    } else {
+      script.push_back({'+', j + 1, &a[j]});
+      ++j;
+    }
+  }
+  constexpr size_t kContext = 2, kMaxLines = 40;
   std::ostringstream out;
-  size_t from = first >= kContext ? first - kContext : 0;
-  out << "@@ line " << first + 1 << " (expected " << e.size() << " lines, got " << a.size()
-      << ") @@\n";
-  for (size_t i = from; i < first; ++i) out << "  " << e[i] << "\n";
-  for (size_t i = first; i < te && i < first + kMaxLines; ++i) out << "- " << e[i] << "\n";
-  if (te > first + kMaxLines) out << "- ... (" << te - first - kMaxLines << " more)\n";
-  for (size_t i = first; i < ta && i < first + kMaxLines; ++i) out << "+ " << a[i] << "\n";
-  if (ta > first + kMaxLines) out << "+ ... (" << ta - first - kMaxLines << " more)\n";
-  for (size_t i = te; i < e.size() && i < te + kContext; ++i) out << "  " << e[i] << "\n";
+  size_t printed = 0, last = 0;
+  bool any = false;
+  for (size_t k = 0; k < script.size() && printed < kMaxLines; ++k) {
+    bool near_change = false;
+    for (size_t d = k >= kContext ? k - kContext : 0; d <= k + kContext && d < script.size(); ++d) {
+      near_change |= script[d].tag != ' ';
+    }
+    if (!near_change) continue;
+    if (!any || k > last + 1) out << "@@ expected line " << script[k].line << " @@\n";
+    out << script[k].tag << " " << *script[k].text << "\n";
+    any = true;
+    last = k;
+    ++printed;
+  }
+  if (printed == kMaxLines) out << "... (diff truncated)\n";
+  if (!any) out << "(the texts differ only in line endings or a final newline)\n";
   return out.str();
 }
 
@@ -116,7 +146,7 @@ TEST_P(Snapshot, MatchesCheckedInFiles) {
     EXPECT_TRUE(expected == actual)
         << "generated " << artifact << " for graph '" << named.name << "' differs from " << file
         << "\n"
-        << first_difference(expected, actual)
+        << line_diff(expected, actual)
         << "If the change is intended, update the snapshots with:\n"
            "  COIL_UPDATE_SNAPSHOTS=1 ./coil_tests --gtest_filter='*Snapshot*'\n"
            "and review `git diff tests/snapshots`.";

@@ -21,7 +21,9 @@ using sym::Expr;
 const Expr v0 = index_var(0);
 const Expr v1 = index_var(1);
 
-Value f32_load(const std::string& buf, const Expr& index) { return load(buf, DType::Float32, index); }
+Value f32_load(const std::string& buf, const Expr& index) {
+  return load(buf, DType::Float32, index);
+}
 
 // The message of the std::logic_error f throws ("" when it does not throw).
 template <typename F>
@@ -52,12 +54,12 @@ TEST(Scalar, SameExpressionBuiltTwiceIsTheSameValue) {
 
 TEST(Scalar, StructurallyDifferentValuesDiffer) {
   Value a = f32_load("a", v0);
-  EXPECT_NE(a, f32_load("a", v1));                    // index
-  EXPECT_NE(a, f32_load("b", v0));                    // buffer
-  EXPECT_NE(a, load("a", DType::Float64, v0));        // dtype
-  EXPECT_NE(add(a, a), mul(a, a));                    // op
+  EXPECT_NE(a, f32_load("a", v1));              // index
+  EXPECT_NE(a, f32_load("b", v0));              // buffer
+  EXPECT_NE(a, load("a", DType::Float64, v0));  // dtype
+  EXPECT_NE(add(a, a), mul(a, a));              // op
   Value b = f32_load("b", v0);
-  EXPECT_NE(sub(a, b), sub(b, a));                    // operand order
+  EXPECT_NE(sub(a, b), sub(b, a));  // operand order
   EXPECT_NE(constant(1.0, DType::Float32), constant(1.0, DType::Float64));
   EXPECT_NE(int_constant(1, DType::Int32), int_constant(1, DType::Int64));
   EXPECT_NE(index_expr(v0, DType::Int64), index_expr(v0, DType::Int32));
@@ -107,8 +109,9 @@ TEST(Scalar, BuildersCheckTheirOperands) {
   Value flag = binary(Op::Lt, a, constant(0.0, DType::Float32));
   EXPECT_NE(logic_error_of([&] { where(a, a, a); }).find("condition must be bool"),
             std::string::npos);
-  EXPECT_NE(logic_error_of([&] { where(flag, a, int_constant(0, DType::Int64)); })
-                .find("branch dtypes differ"),
+  EXPECT_NE(logic_error_of([&] {
+              where(flag, a, int_constant(0, DType::Int64));
+            }).find("branch dtypes differ"),
             std::string::npos);
   EXPECT_NE(logic_error_of([&] { load("m", DType::Float32, v0, a); }).find("mask must be bool"),
             std::string::npos);
@@ -157,7 +160,8 @@ TEST(Scalar, CastOfConstantsFolds) {
   EXPECT_EQ(cast(int_constant(0, DType::Int64), DType::Bool), int_constant(0, DType::Bool));
   EXPECT_EQ(cast(int_constant(1, DType::Bool), DType::Float32), constant(1.0, DType::Float32));
   // bool(NaN) is true.
-  EXPECT_EQ(cast(constant(std::nan(""), DType::Float32), DType::Bool), int_constant(1, DType::Bool));
+  EXPECT_EQ(cast(constant(std::nan(""), DType::Float32), DType::Bool),
+            int_constant(1, DType::Bool));
 }
 
 TEST(Scalar, CastOfAValueIsANodeUnlessTheDtypeIsTheSame) {
@@ -218,7 +222,8 @@ TEST(Scalar, SubstituteIndicesIsSimultaneous) {
   Value root = add(a, cast(i, DType::Float32));
   sym::ExprMap swap = {{v0, v1}, {v1, v0}};
   Value swapped = substitute_indices(root, swap);
-  Value expected = add(f32_load("a", v1 * 16 + v0), cast(index_expr(v1, DType::Int64), DType::Float32));
+  Value expected =
+      add(f32_load("a", v1 * 16 + v0), cast(index_expr(v1, DType::Int64), DType::Float32));
   EXPECT_EQ(swapped, expected);
   // Substituting back gives the original node.
   EXPECT_EQ(substitute_indices(swapped, swap), root);
@@ -229,7 +234,8 @@ TEST(Scalar, SubstituteIndicesRewritesMasks) {
   Value root = load("a", DType::Float32, v0, mask);
   Expr x0 = Expr::symbol("x0");
   Value out = substitute_indices(root, {{v0, x0 + 2}});
-  Value expected_mask = binary(Op::Lt, index_expr(x0 + 2, DType::Int64), int_constant(4, DType::Int64));
+  Value expected_mask =
+      binary(Op::Lt, index_expr(x0 + 2, DType::Int64), int_constant(4, DType::Int64));
   EXPECT_EQ(out, load("a", DType::Float32, x0 + 2, expected_mask));
 }
 

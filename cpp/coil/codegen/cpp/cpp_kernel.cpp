@@ -350,7 +350,9 @@ class Emitter {
     }
     c << "\n";
     for (const auto& d : k_.decisions) c << "// decision: " << d << "\n";
-    if (k_.has_reduction()) c << "// decision: reduction looped over r inside each x point (CPU)\n";
+    if (k_.has_reduction() && k_.column_block == 0) {
+      c << "// decision: reduction looped over r inside each x point (CPU)\n";
+    }
     return c.str();
   }
 

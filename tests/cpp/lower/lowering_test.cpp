@@ -1,0 +1,448 @@
+// Tests for lower/lowering.h: the lowering driver (graph in, ir::Program out), fallbacks,
+// realization thresholds (ir/realize_policy.h), output layouts, as_strided_view and promote().
+//
+// Each IR test shows the graph before (Graph::to_text) and the program after (Program::to_text).
+#include "coil/lower/lowering.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "../test_graphs.h"
+#include "coil/ir/realize_policy.h"
+
+namespace coil::lower {
+namespace {
+
+using graph::Arg;
+using test::contiguous;
+using test::GraphBuilder;
+using test::ints;
+
+// name -> origins of every computed buffer, in program order.
+std::vector<std::pair<std::string, std::set<std::string>>> computed(const ir::Program& p) {
+  std::vector<std::pair<std::string, std::set<std::string>>> out;
+  for (const ir::Buffer& b : p.buffers) {
+    if (b.kind == ir::Buffer::Kind::Computed) out.push_back({b.name, b.origins});
+  }
+  return out;
+}
+
+TEST(Lowering, PointwiseChainIsOneBuffer) {
+  graph::Graph g = test::pointwise_chain();
+  ASSERT_EQ(g.to_text(),
+            "%arg0_1 : f32[8, 16]{16, 1} = placeholder\n"
+            "%add : f32[8, 16]{16, 1} = aten.add.Tensor(%arg0_1, 1.0)\n"
+            "%mul : f32[8, 16]{16, 1} = aten.mul.Tensor(%add, 2.0)\n"
+            "%relu : f32[8, 16]{16, 1} = aten.relu.default(%mul)\n"
+            "%sub : f32[8, 16]{16, 1} = aten.sub.Tensor(%relu, %arg0_1)\n"
+            "%exp : f32[8, 16]{16, 1} = aten.exp.default(%sub)\n"
+            "return (%exp,)\n");
+  ir::Program p = lower_graph(g);
+  EXPECT_EQ(p.to_text(),
+            "arg0_1: float32[8, 16] strides=[16, 1] fixed  (input)\n"
+            "buf0: float32[8, 16] strides=[16, 1] fixed  origins: add, exp, mul, relu, sub\n"
+            "  pointwise ranges=[8, 16]\n"
+            "    tmp0 = load(arg0_1, 16*v0 + v1) : f32\n"
+            "    tmp1 = constant(1) : f32\n"
+            "    tmp2 = add(tmp0, tmp1) : f32\n"
+            "    tmp3 = constant(2) : f32\n"
+            "    tmp4 = mul(tmp2, tmp3) : f32\n"
+            "    tmp5 = constant(0) : f32\n"
+            "    tmp6 = maximum(tmp4, tmp5) : f32\n"
+            "    tmp7 = sub(tmp6, tmp0) : f32\n"
+            "    tmp8 = exp(tmp7) : f32\n"
+            "    store buf0[16*v0 + v1]\n"
+            "outputs: buf0[8, 16]\n");
+  EXPECT_EQ(p.inputs, (std::vector<std::string>{"arg0_1"}));
+  EXPECT_TRUE(p.fallback_ops.empty());
+  EXPECT_TRUE(p.externs.empty());
+  EXPECT_EQ(p.node_targets.at("relu"), "aten.relu.default");
+}
+
+TEST(Lowering, BroadcastAdd) {
+  graph::Graph g = test::broadcast_add();
+  ASSERT_EQ(g.to_text(),
+            "%arg0_1 : f32[8, 16]{16, 1} = placeholder\n"
+            "%arg1_1 : f32[16]{1} = placeholder\n"
+            "%add : f32[8, 16]{16, 1} = aten.add.Tensor(%arg0_1, %arg1_1)\n"
+            "return (%add,)\n");
+  EXPECT_EQ(lower_graph(g).to_text(),
+            "arg0_1: float32[8, 16] strides=[16, 1] fixed  (input)\n"
+            "arg1_1: float32[16] strides=[1] fixed  (input)\n"
+            "buf0: float32[8, 16] strides=[16, 1] fixed  origins: add\n"
+            "  pointwise ranges=[8, 16]\n"
+            "    tmp0 = load(arg0_1, 16*v0 + v1) : f32\n"
+            "    tmp1 = load(arg1_1, v1) : f32\n"
+            "    tmp2 = add(tmp0, tmp1) : f32\n"
+            "    store buf0[16*v0 + v1]\n"
+            "outputs: buf0[8, 16]\n");
+}
+
+TEST(Lowering, SoftmaxIsTwoReductionsAndAPointwise) {
+  graph::Graph g = test::softmax();
+  ASSERT_EQ(g.to_text(),
+            "%arg0_1 : f32[8, 32]{32, 1} = placeholder\n"
+            "%_softmax : f32[8, 32]{32, 1} = aten._softmax.default(%arg0_1, -1, False)\n"
+            "return (%_softmax,)\n");
+  EXPECT_EQ(lower_graph(g).to_text(),
+            "arg0_1: float32[8, 32] strides=[32, 1] fixed  (input)\n"
+            "buf0: float32[8] strides=[1] flexible  origins: _softmax\n"
+            "  reduction max ranges=[8] reduction_ranges=[32]\n"
+            "    tmp0 = load(arg0_1, u0 + 32*v0) : f32\n"
+            "    store buf0[v0]\n"
+            "buf1: float32[8] strides=[1] flexible  origins: _softmax\n"
+            "  reduction sum ranges=[8] reduction_ranges=[32]\n"
+            "    tmp0 = load(arg0_1, u0 + 32*v0) : f32\n"
+            "    tmp1 = load(buf0, v0) : f32\n"
+            "    tmp2 = sub(tmp0, tmp1) : f32\n"
+            "    tmp3 = exp(tmp2) : f32\n"
+            "    store buf1[v0]\n"
+            "buf2: float32[8, 32] strides=[32, 1] fixed  origins: _softmax\n"
+            "  pointwise ranges=[8, 32]\n"
+            "    tmp0 = load(arg0_1, 32*v0 + v1) : f32\n"
+            "    tmp1 = load(buf0, v0) : f32\n"
+            "    tmp2 = sub(tmp0, tmp1) : f32\n"
+            "    tmp3 = exp(tmp2) : f32\n"
+            "    tmp4 = load(buf1, v0) : f32\n"
+            "    tmp5 = truediv(tmp3, tmp4) : f32\n"
+            "    store buf2[32*v0 + v1]\n"
+            "outputs: buf2[8, 32]\n");
+}
+
+TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 8}));
+  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({4, 8}));
+  Arg u =
+      b.call("my_unknown_op", "aten.my_unknown_op.default", {e, test::iarg(3)}, contiguous({4, 8}));
+  Arg n = b.call("neg", "aten.neg.default", {u}, contiguous({4, 8}));
+  graph::Graph g = b.finish({n});
+  ir::Program p = lower_graph(g);
+  EXPECT_EQ(p.to_text(),
+            "arg0_1: float32[4, 8] strides=[8, 1] fixed  (input)\n"
+            "buf0: float32[4, 8] strides=[8, 1] flexible  origins: exp\n"
+            "  pointwise ranges=[4, 8]\n"
+            "    tmp0 = load(arg0_1, 8*v0 + v1) : f32\n"
+            "    tmp1 = exp(tmp0) : f32\n"
+            "    store buf0[8*v0 + v1]\n"
+            "buf1: float32[4, 8] strides=[8, 1] fixed  (fallback aten.my_unknown_op.default from "
+            "my_unknown_op)\n"
+            "buf2: float32[4, 8] strides=[8, 1] fixed  origins: neg\n"
+            "  pointwise ranges=[4, 8]\n"
+            "    tmp0 = load(buf1, 8*v0 + v1) : f32\n"
+            "    tmp1 = neg(tmp0) : f32\n"
+            "    store buf2[8*v0 + v1]\n"
+            "outputs: buf2[4, 8]\n");
+  EXPECT_EQ(p.fallback_ops, (std::vector<std::string>{"aten.my_unknown_op.default"}));
+  ASSERT_EQ(p.externs.size(), 1u);
+  const ir::ExternCall& call = p.externs[0];
+  EXPECT_TRUE(call.is_fallback);
+  EXPECT_EQ(call.origin, "my_unknown_op");
+  EXPECT_EQ(call.outputs, (std::vector<std::string>{"buf1"}));
+  EXPECT_FALSE(call.returns_tuple);
+  // The tensor argument is replaced by a reference to tensors[0]; the int stays as it was.
+  ASSERT_EQ(call.args.size(), 2u);
+  EXPECT_EQ(call.args[0], Arg::node_ref(0));
+  EXPECT_EQ(call.args[1], Arg::integer(3));
+  ASSERT_EQ(call.tensors.size(), 1u);
+  EXPECT_EQ(call.tensors[0].buffer, "buf0");
+  EXPECT_EQ(call.tensors[0].strides, (std::vector<Expr>{8, 1}));
+  // The extern's node is the origin of its buffer, not of what reads it.
+  EXPECT_EQ(p.buffer("buf1").origins, (std::set<std::string>{"my_unknown_op"}));
+}
+
+TEST(Lowering, EveryFallbackOccurrenceIsListed) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4}));
+  Arg u = b.call("op", "aten.my_unknown_op.default", {x}, contiguous({4}));
+  Arg u1 = b.call("op_1", "aten.my_unknown_op.default", {u}, contiguous({4}));
+  ir::Program p = lower_graph(b.finish({u1}));
+  EXPECT_EQ(p.fallback_ops,
+            (std::vector<std::string>{"aten.my_unknown_op.default", "aten.my_unknown_op.default"}));
+  // An input buffer is passed to the extern as it is: nothing to realize.
+  EXPECT_TRUE(computed(p).empty());
+  EXPECT_EQ(p.outputs[0].ref.buffer, "buf1");
+}
+
+TEST(Lowering, TupleFallbackOutputsAreOneBufferEach) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 6}));
+  std::vector<Arg> parts = b.call_tuple("my_split", "aten.my_split.default", {x},
+                                        {contiguous({4, 2}), contiguous({4, 4})});
+  ir::Program p = lower_graph(b.finish({parts[1], parts[0]}));
+  ASSERT_EQ(p.externs.size(), 1u);
+  EXPECT_TRUE(p.externs[0].returns_tuple);
+  EXPECT_EQ(p.externs[0].outputs, (std::vector<std::string>{"buf0", "buf1"}));
+  ASSERT_EQ(p.outputs.size(), 2u);
+  EXPECT_EQ(p.outputs[0].ref.buffer, "buf1");
+  EXPECT_EQ(p.outputs[1].ref.buffer, "buf0");
+}
+
+TEST(Lowering, GetitemOutOfRangeIsAnError) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 32}));
+  graph::Graph g = b.graph();
+  int vm = g.add_call("var_mean", "aten.var_mean.correction", {x, ints({1})}, {},
+                      {contiguous({8}), contiguous({8})});
+  int gi =
+      g.add_call("getitem", "getitem", {Arg::node_ref(vm), Arg::integer(2)}, {}, {contiguous({8})});
+  g.set_output({Arg::node_ref(gi)});
+  try {
+    lower_graph(g);
+    FAIL() << "expected a logic_error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("getitem %getitem: index out of range"), std::string::npos)
+        << e.what();
+  }
+}
+
+// BUG (provenance): a view of an extern call's result is no origin of the kernel that reads it.
+// Graph: x f32[8, 8]; mm = aten.mm.default(x, x); t = aten.permute.default(mm, [1, 0]);
+// e = aten.exp.default(t) -> out. Observed: the exp buffer's origins are {exp}: lower_node treats
+// every box that is a strided view of an extern buffer as "the extern's result" and gives it no
+// origin, which is meant for the extern node's own outputs but also catches views of them. The
+// kernel header, its name and provenance.json then never mention `permute`, while the same
+// permute of a graph input is listed. Expected: origins {exp, permute}.
+TEST(Lowering, BUG_ViewOfAnExternResultIsNoOrigin) {
+  GTEST_SKIP() << "known bug: views of extern results lose their origin (see comment)";
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 8}));
+  Arg mm = b.call("mm", "aten.mm.default", {x, x}, contiguous({8, 8}));
+  Arg t =
+      b.call("permute", "aten.permute.default", {mm, ints({1, 0})}, test::strided({8, 8}, {1, 8}));
+  Arg e = b.call("exp", "aten.exp.default", {t}, contiguous({8, 8}));
+  ir::Program p = lower_graph(b.finish({e}));
+  EXPECT_EQ(p.buffer(p.outputs[0].ref.buffer).origins, (std::set<std::string>{"exp", "permute"}));
+}
+
+// ---- outputs ----
+
+TEST(Lowering, AnOutputThatIsAViewOfAnInputNeedsNoBuffer) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 8}));
+  Arg t =
+      b.call("permute", "aten.permute.default", {x, ints({1, 0})}, test::strided({8, 4}, {1, 8}));
+  ir::Program p = lower_graph(b.finish({t, Arg::none()}));
+  EXPECT_EQ(p.to_text(),
+            "arg0_1: float32[4, 8] strides=[8, 1] fixed  (input)\n"
+            "outputs: arg0_1[8, 4] None\n");
+  EXPECT_EQ(p.outputs[0].ref.strides, (std::vector<Expr>{1, 8}));
+  EXPECT_TRUE(p.outputs[1].is_none);
+}
+
+TEST(Lowering, OutputsGetTheStridesEagerGivesThem) {
+  // exp of a transposed input: eager keeps the input's memory format (strides {1, 8}).
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 8}));
+  Arg t =
+      b.call("permute", "aten.permute.default", {x, ints({1, 0})}, test::strided({8, 4}, {1, 8}));
+  Arg e = b.call("exp", "aten.exp.default", {t}, test::strided({8, 4}, {1, 8}));
+  ir::Program p = lower_graph(b.finish({e}));
+  EXPECT_EQ(p.to_text(),
+            "arg0_1: float32[4, 8] strides=[8, 1] fixed  (input)\n"
+            "buf0: float32[8, 4] strides=[1, 8] fixed  origins: exp, permute\n"
+            "  pointwise ranges=[8, 4]\n"
+            "    tmp0 = load(arg0_1, v0 + 8*v1) : f32\n"
+            "    tmp1 = exp(tmp0) : f32\n"
+            "    store buf0[v0 + 8*v1]\n"
+            "outputs: buf0[8, 4]\n");
+}
+
+// ---- realization thresholds (ir/realize_policy.h) ----
+
+// sum of `n` inputs (n - 1 add nodes), read by `users` exp/neg/... nodes that are the outputs.
+graph::Graph sum_of_inputs(int n, int users) {
+  GraphBuilder b;
+  std::vector<Arg> in;
+  for (int k = 0; k < n; ++k) in.push_back(b.input("in" + std::to_string(k), contiguous({8})));
+  Arg acc = in[0];
+  for (int k = 1; k < n; ++k) {
+    acc = b.call("add_" + std::to_string(k), "aten.add.Tensor", {acc, in[k]}, contiguous({8}));
+  }
+  std::vector<Arg> outs;
+  const char* unary[] = {"exp", "neg", "abs", "sin"};
+  for (int u = 0; u < users; ++u) {
+    outs.push_back(
+        b.call(unary[u], std::string("aten.") + unary[u] + ".default", {acc}, contiguous({8})));
+  }
+  return b.finish(outs);
+}
+
+TEST(RealizePolicy, ReusedBodyWithManyReadsIsStored) {
+  constexpr int kReads = ir::realize_policy::kReuseReadsThreshold + 1;
+  ir::Program p = lower_graph(sum_of_inputs(kReads, 2));
+  auto bufs = computed(p);
+  // The sum is stored once and both users read it.
+  ASSERT_EQ(bufs.size(), 3u) << p.to_text();
+  EXPECT_EQ(ir::loaded_buffers(p.buffer(bufs[0].first).body).size(), size_t(kReads));
+  EXPECT_EQ(ir::loaded_buffers(p.buffer(bufs[1].first).body),
+            (std::vector<std::string>{bufs[0].first}));
+  EXPECT_EQ(ir::loaded_buffers(p.buffer(bufs[2].first).body),
+            (std::vector<std::string>{bufs[0].first}));
+}
+
+TEST(RealizePolicy, ReusedBodyWithFewReadsIsInlined) {
+  constexpr int kReads = ir::realize_policy::kReuseReadsThreshold;
+  ir::Program p = lower_graph(sum_of_inputs(kReads, 2));
+  auto bufs = computed(p);
+  // Each user recomputes the sum: two buffers, each reading every input.
+  ASSERT_EQ(bufs.size(), 2u) << p.to_text();
+  for (const auto& [name, origins] : bufs) {
+    EXPECT_EQ(ir::loaded_buffers(p.buffer(name).body).size(), size_t(kReads)) << name;
+    EXPECT_TRUE(origins.count("add_1")) << name;
+  }
+}
+
+TEST(RealizePolicy, SingleUseBodyWithManyReadsIsInlined) {
+  constexpr int kReads = ir::realize_policy::kReuseReadsThreshold + 1;
+  ir::Program p = lower_graph(sum_of_inputs(kReads, 1));
+  EXPECT_EQ(computed(p).size(), 1u) << p.to_text();
+}
+
+TEST(RealizePolicy, AccumulatedReadsAreStoredEvenWithOneUser) {
+  constexpr int kReads = ir::realize_policy::kAccumulatedReadsThreshold + 1;
+  ir::Program p = lower_graph(sum_of_inputs(kReads, 1));
+  auto bufs = computed(p);
+  ASSERT_EQ(bufs.size(), 2u) << p.to_text();
+  EXPECT_EQ(ir::loaded_buffers(p.buffer(bufs[0].first).body).size(), size_t(kReads));
+  EXPECT_TRUE(bufs[1].second.count("exp"));
+  // One read fewer stays inlined.
+  EXPECT_EQ(computed(lower_graph(sum_of_inputs(kReads - 1, 1))).size(), 1u);
+}
+
+// A chain of `ops` neg nodes over one input, read by `users` nodes.
+graph::Graph neg_chain(int ops, int users) {
+  GraphBuilder b;
+  Arg acc = b.input("arg0_1", contiguous({8}));
+  for (int k = 0; k < ops; ++k) {
+    acc = b.call("neg_" + std::to_string(k), "aten.neg.default", {acc}, contiguous({8}));
+  }
+  std::vector<Arg> outs;
+  for (int u = 0; u < users; ++u) {
+    outs.push_back(b.call("abs_" + std::to_string(u), "aten.abs.default", {acc}, contiguous({8})));
+  }
+  return b.finish(outs);
+}
+
+TEST(RealizePolicy, ReusedBodyWithManyOpsIsStored) {
+  constexpr int kOps = ir::realize_policy::kReuseOpsThreshold + 1;
+  EXPECT_EQ(computed(lower_graph(neg_chain(kOps, 2))).size(), 3u);
+  EXPECT_EQ(computed(lower_graph(neg_chain(kOps - 1, 2))).size(), 2u);
+  EXPECT_EQ(computed(lower_graph(neg_chain(kOps, 1))).size(), 1u);
+}
+
+TEST(RealizePolicy, HugeBodiesAreAlwaysStored) {
+  constexpr int kOps = ir::realize_policy::kMaxOpsThreshold + 1;
+  ir::Program p = lower_graph(neg_chain(kOps, 1));
+  auto bufs = computed(p);
+  ASSERT_EQ(bufs.size(), 2u);
+  EXPECT_EQ(ir::count_ops(p.buffer(bufs[0].first).body), kOps);
+  EXPECT_EQ(ir::count_ops(p.buffer(bufs[1].first).body), 1);
+}
+
+// ---- as_strided_view ----
+
+TensorBox box_of(Value body, std::vector<Expr> sizes, DType dtype = DType::Float32) {
+  TensorBox b;
+  b.dtype = dtype;
+  b.sizes = std::move(sizes);
+  b.body = body;
+  return b;
+}
+
+TEST(AsStridedView, RecoversStridesAndOffset) {
+  Expr v0 = ir::index_var(0), v1 = ir::index_var(1);
+  auto ref = as_strided_view(box_of(ir::load("buf3", DType::Float32, v0 + v1 * 8 + 3), {8, 4}));
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->buffer, "buf3");
+  EXPECT_EQ(ref->dtype, DType::Float32);
+  EXPECT_EQ(ref->sizes, (std::vector<Expr>{8, 4}));
+  EXPECT_EQ(ref->strides, (std::vector<Expr>{1, 8}));
+  EXPECT_EQ(ref->offset, Expr(3));
+  // A broadcast dim has stride 0; a symbolic stride is kept as it is.
+  Expr s0 = Expr::symbol("s0");
+  ref = as_strided_view(box_of(ir::load("b", DType::Float32, v0 * s0), {4, 8}));
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->strides, (std::vector<Expr>{s0, 0}));
+  EXPECT_EQ(ref->offset, Expr(0));
+}
+
+TEST(AsStridedView, RejectsWhatIsNotAPlainStridedRead) {
+  Expr v0 = ir::index_var(0);
+  Value x = ir::load("b", DType::Float32, v0);
+  EXPECT_FALSE(as_strided_view(box_of(ir::unary(ir::Op::Exp, x), {4})));
+  EXPECT_FALSE(as_strided_view(box_of(ir::cast(x, DType::Float64), {4}, DType::Float64)));
+  EXPECT_FALSE(as_strided_view(box_of(x, {4}, DType::Float16)));  // dtype differs
+  EXPECT_FALSE(as_strided_view(box_of(ir::load("b", DType::Float32, sym::mod(v0, 2)), {4})));
+  Value mask =
+      ir::binary(ir::Op::Lt, ir::index_expr(v0, DType::Int64), ir::int_constant(2, DType::Int64));
+  EXPECT_FALSE(as_strided_view(box_of(ir::load("b", DType::Float32, v0, mask), {4})));
+  EXPECT_FALSE(as_strided_view(TensorBox{}));
+}
+
+// ---- promote (torch.result_type) ----
+
+using K = Operand::Kind;
+
+TEST(Promote, FollowsTorchResultType) {
+  // int tensor + float scalar -> the default float dtype, not float64.
+  EXPECT_EQ(promote({{K::Tensor, DType::Int64}, {K::Scalar, DType::Float64}}), DType::Float32);
+  // A 0-d tensor of the same category does not raise a dimensioned tensor's dtype.
+  EXPECT_EQ(promote({{K::Tensor, DType::BFloat16}, {K::ZeroDimTensor, DType::Float32}}),
+            DType::BFloat16);
+  // bool tensor + int scalar -> int64.
+  EXPECT_EQ(promote({{K::Tensor, DType::Bool}, {K::Scalar, DType::Int64}}), DType::Int64);
+  // float16 and bfloat16 meet in float32.
+  EXPECT_EQ(promote({{K::Tensor, DType::Float16}, {K::Tensor, DType::BFloat16}}), DType::Float32);
+}
+
+TEST(Promote, MoreCases) {
+  EXPECT_EQ(promote({{K::Tensor, DType::Int32}, {K::Scalar, DType::Int64}}), DType::Int32);
+  EXPECT_EQ(promote({{K::Tensor, DType::Float16}, {K::Scalar, DType::Float64}}), DType::Float16);
+  EXPECT_EQ(promote({{K::Tensor, DType::Int32}, {K::ZeroDimTensor, DType::Float64}}),
+            DType::Float64);
+  EXPECT_EQ(promote({{K::Tensor, DType::Int32}, {K::ZeroDimTensor, DType::Int64}}), DType::Int32);
+  EXPECT_EQ(promote({{K::Tensor, DType::Int32}, {K::Tensor, DType::Int64}}), DType::Int64);
+  EXPECT_EQ(promote({{K::Tensor, DType::UInt8}, {K::Tensor, DType::Int8}}), DType::Int16);
+  EXPECT_EQ(promote({{K::Tensor, DType::UInt8}, {K::Tensor, DType::Int32}}), DType::Int32);
+  EXPECT_EQ(promote({{K::Tensor, DType::Float32}, {K::Tensor, DType::Float64}}), DType::Float64);
+  EXPECT_EQ(promote({{K::Tensor, DType::Bool}, {K::Tensor, DType::Bool}}), DType::Bool);
+  EXPECT_EQ(promote({{K::Tensor, DType::Bool}, {K::Scalar, DType::Bool}}), DType::Bool);
+  // bool tensor + 0-d int32 tensor + float scalar: each class raises the category in turn.
+  EXPECT_EQ(promote({{K::Tensor, DType::Bool},
+                     {K::ZeroDimTensor, DType::Int32},
+                     {K::Scalar, DType::Float64}}),
+            DType::Float32);
+  // Only 0-d tensors and scalars: the 0-d tensors decide.
+  EXPECT_EQ(promote({{K::ZeroDimTensor, DType::Float16}, {K::Scalar, DType::Float64}}),
+            DType::Float16);
+  EXPECT_EQ(promote({{K::Scalar, DType::Int64}, {K::Scalar, DType::Float64}}), DType::Float32);
+  EXPECT_THROW(promote({}), std::logic_error);
+}
+
+TEST(Promote, Opmath) {
+  EXPECT_EQ(opmath(DType::BFloat16), DType::Float32);
+  EXPECT_EQ(opmath(DType::Float16), DType::Float32);
+  EXPECT_EQ(opmath(DType::Float64), DType::Float64);
+  EXPECT_EQ(opmath(DType::Int32), DType::Int32);
+}
+
+TEST(Registry, KnowsTheFamiliesAndNotTheUnknown) {
+  const Registry& r = registry();
+  for (const char* op :
+       {"aten.add.Tensor", "aten.amax.default", "aten._softmax.default",
+        "aten.native_layer_norm.default", "aten.sum.dim_IntList", "aten.mm.default",
+        "aten.permute.default", "aten.view.default", "aten.cat.default", "aten.full.default"}) {
+    EXPECT_TRUE(r.count(op)) << op;
+  }
+  EXPECT_FALSE(r.count("aten.my_unknown_op.default"));
+  std::vector<std::string> ops = lowered_ops();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "aten.add"), ops.end());
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "aten.add.Tensor"), ops.end());
+}
+
+}  // namespace
+}  // namespace coil::lower

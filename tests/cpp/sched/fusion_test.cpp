@@ -1,0 +1,257 @@
+// Tests for sched/fusion.cpp: which kernels fuse, how the guest's variables map into the host's
+// iteration space, and the verdict recorded for every pair considered.
+#include <gtest/gtest.h>
+
+#include "../test_graphs.h"
+#include "coil/lower/lowering.h"
+#include "coil/sched/schedule.h"
+
+namespace coil::sched {
+namespace {
+
+using graph::Arg;
+using test::barg;
+using test::contiguous;
+using test::GraphBuilder;
+using test::iarg;
+using test::ints;
+using test::strided;
+
+struct Scheduled {
+  ir::Program prog;
+  Schedule s;
+
+  std::vector<std::string> members(size_t k) const {
+    std::vector<std::string> out;
+    for (const Member& m : s.kernels.at(k).members) out.push_back(prog.buffers[m.buffer].name);
+    return out;
+  }
+  const Member& member(const std::string& buffer) const {
+    for (const Kernel& k : s.kernels) {
+      for (const Member& m : k.members) {
+        if (prog.buffers[m.buffer].name == buffer) return m;
+      }
+    }
+    throw std::logic_error("no member " + buffer);
+  }
+  // "u0=r0 v0=x0": a member's variable map, sorted by variable.
+  std::string vars(const std::string& buffer) const {
+    std::map<std::string, std::string> sorted;
+    for (const auto& [k, v] : member(buffer).var_map) sorted[k.str()] = v.str();
+    std::string out;
+    for (const auto& [k, v] : sorted) out += (out.empty() ? "" : " ") + k + "=" + v;
+    return out;
+  }
+};
+
+Scheduled schedule(const graph::Graph& g) {
+  Scheduled r{lower::lower_graph(g), {}};
+  r.s = schedule_program(r.prog);
+  return r;
+}
+
+TEST(Fusion, SoftmaxOverTheLastDimIsOneKernelWithThreeStages) {
+  Scheduled r = schedule(test::softmax());
+  ASSERT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
+  const Kernel& k = r.s.kernels[0];
+  EXPECT_EQ(r.members(0), (std::vector<std::string>{"buf0", "buf1", "buf2"}));
+  EXPECT_EQ(k.xsizes, (std::vector<Expr>{8}));
+  EXPECT_EQ(k.rsizes, (std::vector<Expr>{32}));
+  // max, then the sum of exp(x - max), then the output: each loop needs the previous one done.
+  ASSERT_EQ(k.stages.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(k.stages[i].inner) << i;
+    EXPECT_EQ(k.stages[i].members, (std::vector<int>{static_cast<int>(i)}));
+  }
+  EXPECT_EQ(r.vars("buf2"), "v0=x0 v1=r0");
+  EXPECT_EQ(r.s.fusion_text(r.prog),
+            "# Every pair of kernels the fusion pass considered, in order, with its verdict.\n"
+            "round 1: {buf1} + {buf2}: fused: shares 1088 bytes\n"
+            "round 2: {buf0} + {buf1,buf2}: fused: shares 1056 bytes\n");
+}
+
+TEST(Fusion, LayerNormIsOneKernel) {
+  Scheduled r = schedule(test::layer_norm());
+  ASSERT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
+  EXPECT_EQ(r.members(0).size(), 5u);
+  for (const FusionVerdict& v : r.s.verdicts) EXPECT_TRUE(v.fused) << v.reason;
+  // mean and rstd ([8, 1] outputs) run once per row, after the loops.
+  const Kernel& k = r.s.kernels[0];
+  EXPECT_FALSE(k.stages.back().inner);
+  EXPECT_EQ(r.vars("buf3"), "v0=x0 v1=0");
+}
+
+TEST(Fusion, VarMeanIsOneKernel) {
+  Scheduled r = schedule(test::var_mean());
+  EXPECT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
+}
+
+// A chain of `n` pointwise ops whose intermediate results are all stored: each one is a graph
+// output as well as the next op's input.
+graph::Graph stored_chain(int n) {
+  GraphBuilder b;
+  Arg acc = b.input("arg0_1", contiguous({8, 16}));
+  std::vector<Arg> outs;
+  const char* ops[] = {"exp", "neg", "abs", "sin", "cos", "tanh"};
+  for (int i = 0; i < n; ++i) {
+    acc = b.call(ops[i % 6] + std::string("_") + std::to_string(i),
+                 std::string("aten.") + ops[i % 6] + ".default", {acc}, contiguous({8, 16}));
+    outs.push_back(acc);
+  }
+  return b.finish(outs);
+}
+
+TEST(Fusion, FiveChainedPointwiseOpsAreOneKernel) {
+  // Inlined by lowering: one buffer, one kernel, nothing to fuse.
+  Scheduled chain = schedule(test::pointwise_chain());
+  EXPECT_EQ(chain.s.kernels.size(), 1u);
+  EXPECT_TRUE(chain.s.verdicts.empty());
+  // Five stored results (each is an output): five buffers, fused into one kernel.
+  Scheduled stored = schedule(stored_chain(5));
+  ASSERT_EQ(stored.s.kernels.size(), 1u) << stored.s.fusion_text(stored.prog);
+  EXPECT_EQ(stored.members(0).size(), 5u);
+  EXPECT_EQ(stored.s.kernels[0].stages.size(), 1u);
+}
+
+TEST(Fusion, SumOverDim0AndItsConsumerFuseByMatchingCoefficients) {
+  // sub reads x[v0, v1] and sum[v1]; the reduction kernel is x[8] r[16]. Row-major flattening
+  // would map sub's (v0, v1) to (x0 * 16 + r0) // 8, ...; matching the coefficient of v1 in
+  // the read of buf0 with x0's in its write gives v1 = x0, and then v0 = r0.
+  Scheduled r = schedule(test::sum_dim0());
+  ASSERT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
+  EXPECT_EQ(r.vars("buf0"), "u0=r0 v0=x0");
+  EXPECT_EQ(r.vars("buf1"), "v0=r0 v1=x0");
+  EXPECT_TRUE(r.member("buf1").inner);
+  ASSERT_EQ(r.s.kernels[0].stages.size(), 2u);
+  EXPECT_EQ(r.s.post_fusion_text(r.prog),
+            "kernel 0: x[8] r[16]\n"
+            "  buf0 (inner) vars: u0=r0 v0=x0\n"
+            "  buf1 (inner) vars: v0=r0 v1=x0\n");
+}
+
+TEST(Fusion, TwoReductionsOfTheSameInputFuseAsSiblings) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 32}));
+  Arg s = b.call("sum_1", "aten.sum.dim_IntList", {x, ints({1})}, contiguous({8}));
+  Arg m = b.call("amax", "aten.amax.default", {x, ints({1})}, contiguous({8}));
+  Scheduled r = schedule(b.finish({s, m}));
+  ASSERT_EQ(r.s.kernels.size(), 1u);
+  EXPECT_EQ(r.members(0), (std::vector<std::string>{"buf0", "buf1"}));
+  // Independent reductions share one loop.
+  ASSERT_EQ(r.s.kernels[0].stages.size(), 1u);
+  EXPECT_EQ(r.s.kernels[0].stages[0].members, (std::vector<int>{0, 1}));
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_TRUE(r.s.verdicts[0].fused);
+  EXPECT_EQ(r.s.verdicts[0].reason, "shares 1024 bytes");  // both read all of x: 8 * 32 * 4
+}
+
+TEST(Fusion, ReductionsOverDifferentSizesDoNotFuse) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({16, 32}));
+  Arg rows = b.call("sum_1", "aten.sum.dim_IntList", {x, ints({1})}, contiguous({16}));
+  Arg cols = b.call("sum_2", "aten.sum.dim_IntList", {x, ints({0})}, contiguous({32}));
+  Scheduled r = schedule(b.finish({rows, cols}));
+  EXPECT_EQ(r.s.kernels.size(), 2u);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_FALSE(r.s.verdicts[0].fused);
+  EXPECT_EQ(r.s.verdicts[0].reason, "reductions over different sizes [16] x r[32] vs [32] x r[16]");
+}
+
+TEST(Fusion, PointwiseOverADifferentSpaceDoesNotFuse) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 32}));
+  Arg s = b.call("sum_1", "aten.sum.dim_IntList", {x, ints({1})}, contiguous({8}));
+  Arg row = b.call("select", "aten.select.int", {x, iarg(0), iarg(0)}, contiguous({32}));
+  Arg e = b.call("exp", "aten.exp.default", {row}, contiguous({32}));
+  Scheduled r = schedule(b.finish({s, e}));
+  EXPECT_EQ(r.s.kernels.size(), 2u);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_EQ(r.s.verdicts[0].reason, "iteration spaces differ: [8] x r[32] vs [32]");
+  EXPECT_EQ(r.s.fusion_text(r.prog),
+            "# Every pair of kernels the fusion pass considered, in order, with its verdict.\n"
+            "round 1: {buf0} + {buf1}: not fused: iteration spaces differ: [8] x r[32] vs [32]\n");
+}
+
+TEST(Fusion, ConsumerReadingAReductionTransposedFusesThroughAPermutation) {
+  // sum(x, 2) is a [8, 16] buffer; add reads it transposed. The mapping gx0 = x1, gx1 = x0 is a
+  // permutation of the reduction kernel's x space, so the add runs after the loop, per point.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 16, 16}));
+  Arg y = b.input("arg1_1", contiguous({16, 8}));
+  Arg s = b.call("sum_1", "aten.sum.dim_IntList", {x, ints({2})}, contiguous({8, 16}));
+  Arg t = b.call("permute", "aten.permute.default", {s, ints({1, 0})}, strided({16, 8}, {1, 16}));
+  Arg a = b.call("add", "aten.add.Tensor", {t, y}, contiguous({16, 8}));
+  Scheduled r = schedule(b.finish({a}));
+  ASSERT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
+  EXPECT_EQ(r.vars("buf1"), "v0=x1 v1=x0");
+  EXPECT_FALSE(r.member("buf1").inner);
+}
+
+TEST(Fusion, ConsumerReadingAProducerThatIsNotABijectionDoesNotFuse) {
+  // p = a + b + c + d + e is stored (two users, five reads). sum(p[:, 0:1].expand(8, 16), 1)
+  // reads only p's first column: mapping the reduction's (x0, r0) onto p's space by p's index
+  // (16 * x0) gives p's v1 = 0 for every r0, which would compute one column of p 16 times and
+  // never the others.
+  GraphBuilder b;
+  std::vector<Arg> in;
+  for (int k = 0; k < 5; ++k)
+    in.push_back(b.input("arg" + std::to_string(k) + "_1", contiguous({8, 16})));
+  Arg p = in[0];
+  for (int k = 1; k < 5; ++k) {
+    p = b.call(k == 1 ? "add" : "add_" + std::to_string(k - 1), "aten.add.Tensor", {p, in[k]},
+               contiguous({8, 16}));
+  }
+  Arg col = b.call("slice_1", "aten.slice.Tensor", {p, iarg(1), iarg(0), iarg(1)},
+                   strided({8, 1}, {16, 1}));
+  Arg e = b.call("expand", "aten.expand.default", {col, ints({8, 16})}, strided({8, 16}, {16, 0}));
+  Arg s = b.call("sum_1", "aten.sum.dim_IntList", {e, ints({1})}, contiguous({8}));
+  Scheduled r = schedule(b.finish({p, s}));
+  EXPECT_EQ(r.s.kernels.size(), 2u);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_FALSE(r.s.verdicts[0].fused);
+  EXPECT_EQ(r.s.verdicts[0].reason, "mapping is not a bijection");
+}
+
+TEST(Fusion, AnExternBetweenTwoKernelsPreventsACycle) {
+  // relu is stored for mm; add reads mm's result and recomputes relu from x. Fusing relu's kernel
+  // with add's would put mm both before and after the fused kernel.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 8}));
+  Arg w = b.input("arg1_1", contiguous({8, 8}));
+  Arg relu = b.call("relu", "aten.relu.default", {x}, contiguous({8, 8}));
+  Arg mm = b.call("mm", "aten.mm.default", {relu, w}, contiguous({8, 8}));
+  Arg add = b.call("add", "aten.add.Tensor", {mm, relu}, contiguous({8, 8}));
+  Scheduled r = schedule(b.finish({add}));
+  EXPECT_EQ(r.s.kernels.size(), 2u);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_FALSE(r.s.verdicts[0].fused);
+  EXPECT_NE(r.s.verdicts[0].reason.find("cycle"), std::string::npos) << r.s.verdicts[0].reason;
+  ASSERT_EQ(r.s.steps.size(), 3u);
+  EXPECT_EQ(r.s.steps[1].kind, Step::Kind::Extern);
+}
+
+TEST(Fusion, VerdictsNameTheBuffersOfBothKernels) {
+  Scheduled r = schedule(stored_chain(3));
+  ASSERT_FALSE(r.s.verdicts.empty());
+  for (const FusionVerdict& v : r.s.verdicts) {
+    EXPECT_GE(v.round, 1);
+    EXPECT_FALSE(v.first.empty());
+    EXPECT_FALSE(v.second.empty());
+    EXPECT_EQ(v.first.find(' '), std::string::npos) << "comma-separated: " << v.first;
+  }
+  ASSERT_EQ(r.s.kernels.size(), 1u);
+  EXPECT_EQ(r.s.kernels[0].decisions.size(), r.s.verdicts.size());
+  EXPECT_EQ(r.s.kernels[0].decisions[0].rfind("fused {", 0), 0u) << r.s.kernels[0].decisions[0];
+}
+
+TEST(Fusion, SameGraphSameKernels) {
+  for (const auto& named : test::snapshot_graphs()) {
+    Scheduled a = schedule(named.build());
+    Scheduled b = schedule(named.build());
+    EXPECT_EQ(a.s.fusion_text(a.prog), b.s.fusion_text(b.prog)) << named.name;
+    EXPECT_EQ(a.s.post_fusion_text(a.prog), b.s.post_fusion_text(b.prog)) << named.name;
+  }
+}
+
+}  // namespace
+}  // namespace coil::sched
