@@ -498,16 +498,29 @@ class Emitter {
       }
       all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
     }
+    std::string sum_list;
+    for (const auto* m : reductions) {
+      sum_list +=
+          (sum_list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
+    }
+    // A kernel reducing everything to one value (no x loops) splits its sums across threads;
+    // otherwise the x loops carry the parallelism.
+    Expr rwork = 1;
+    for (const Expr& e : k_.rsizes) rwork = rwork * e;
+    bool split_sums = k_.xsizes.empty() && all_sums && !reductions.empty() &&
+                      k_.stages.size() == 1 &&
+                      (!rwork.as_int() || *rwork.as_int() >= kParallelMinElements);
     for (size_t j = 0; j < k_.rsizes.size(); ++j) {
       std::string r = "r" + std::to_string(j);
       bool innermost = j + 1 == k_.rsizes.size() && !column();
-      if (innermost && reductions.empty()) line("#pragma omp simd");
-      if (innermost && all_sums && !reductions.empty()) {
+      if (j == 0 && split_sums) {
+        line(std::string("#pragma omp parallel for") + (innermost ? " simd" : "") +
+             " reduction(+:" + sum_list + ")");
+      } else if (innermost && reductions.empty()) {
+        line("#pragma omp simd");
+      } else if (innermost && all_sums && !reductions.empty()) {
         // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are).
-        std::string list;
-        for (const auto* m : reductions)
-          list += (list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
-        line("#pragma omp simd reduction(+:" + list + ")");
+        line("#pragma omp simd reduction(+:" + sum_list + ")");
       }
       line("for (int64_t " + r + " = 0; " + r + " < " + sym::to_cpp(k_.rsizes[j], env_) + "; ++" +
            r + ") {");
