@@ -2,11 +2,11 @@
 # Installs what building and testing coil needs on a fresh Debian machine with Python 3.10+.
 set -euo pipefail
 PY=${PYTHON:-python3}
-if ! [ -e /usr/include/gtest/gtest.h ]; then
+if ! [ -e /usr/include/gtest/gtest.h ] || ! command -v clang-format >/dev/null; then
   if command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq libgtest-dev >/dev/null
+    apt-get update -qq && apt-get install -y -qq libgtest-dev clang-format >/dev/null
   else
-    echo "install GoogleTest (libgtest-dev) for the C++ unit tests" >&2
+    echo "install GoogleTest (libgtest-dev) and clang-format for the C++ tests" >&2
   fi
 fi
 # torch is pinned: the CPU build of exactly this version is what the project is tested with.

@@ -5,6 +5,12 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
 
+# C++ formatting (STYLE.md rule 16): the checked-in .clang-format is the reference.
+if command -v clang-format >/dev/null; then
+  git ls-files 'cpp/*.cpp' 'cpp/*.h' 'tests/cpp/*.cpp' 'tests/cpp/*.h' | xargs clang-format --dry-run --Werror
+  echo "clang-format: clean"
+fi
+
 cmake -S . -B build-tests -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOIL_BUILD_PYTHON=OFF -DCOIL_BUILD_TESTS=ON >/dev/null
 cmake --build build-tests -j "$JOBS"
 (cd build-tests && ctest --output-on-failure)

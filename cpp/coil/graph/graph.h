@@ -63,15 +63,15 @@ struct Arg {
   enum class Kind : uint8_t {
     None,
     Bool,
-    Int,     // a Python int
-    Float,   // a Python float
-    Str,     // a string argument (e.g. approximate="tanh", reduce="sum")
-    DType,   // torch.float32 ...
-    Enum,    // other torch enums kept as their text: device "cpu", layout "torch.strided",
-             // memory_format "torch.contiguous_format"
-    Sym,     // a symbolic integer (sym::Expr)
-    Node,    // the value of node `node`
-    List,    // a list or tuple of arguments
+    Int,    // a Python int
+    Float,  // a Python float
+    Str,    // a string argument (e.g. approximate="tanh", reduce="sum")
+    DType,  // torch.float32 ...
+    Enum,   // other torch enums kept as their text: device "cpu", layout "torch.strided",
+            // memory_format "torch.contiguous_format"
+    Sym,    // a symbolic integer (sym::Expr)
+    Node,   // the value of node `node`
+    List,   // a list or tuple of arguments
   };
   Kind kind = Kind::None;
   bool b = false;
@@ -102,16 +102,16 @@ struct Arg {
 enum class NodeKind : uint8_t { Placeholder, Call, Output };
 
 struct Node {
-  int id = -1;             // index in Graph::nodes()
-  std::string name;        // FX node name: "arg0_1", "add", "amax_1"
+  int id = -1;       // index in Graph::nodes()
+  std::string name;  // FX node name: "arg0_1", "add", "amax_1"
   NodeKind kind = NodeKind::Call;
-  std::string target;      // "aten.add.Tensor", "getitem"; empty for placeholder/output
+  std::string target;  // "aten.add.Tensor", "getitem"; empty for placeholder/output
   std::vector<Arg> args;
   std::vector<std::pair<std::string, Arg>> kwargs;
   std::vector<TensorMeta> meta;  // one per tensor output (empty for non-tensor values)
   // Placeholders that are scalars (SymInt/int/float inputs) have no meta; their kind is here.
-  std::string scalar_type;       // "", "int", "float", "symint"
-  std::string stack_trace;       // the user's source line(s) that produced this node, if known
+  std::string scalar_type;  // "", "int", "float", "symint"
+  std::string stack_trace;  // the user's source line(s) that produced this node, if known
 
   const Arg* kwarg(const std::string& key) const;
 };

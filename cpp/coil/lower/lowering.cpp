@@ -354,7 +354,8 @@ void Lowering::lower_node(const graph::Node& n) {
 namespace {
 
 // Strides of size-1 dims never matter (torch gives them arbitrary values).
-bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a, const std::vector<Expr>& b) {
+bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
+                  const std::vector<Expr>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (sizes[i] != Expr(1) && a[i] != b[i]) return false;

@@ -217,14 +217,18 @@ void register_pointwise(Registry& r) {
   };
   // rsub(x, other, alpha) = other - alpha * x.
   for (const char* overload : {".Scalar", ".Tensor"}) {
-    r[std::string("aten.rsub") + overload] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    r[std::string("aten.rsub") + overload] = [](Lowering& L,
+                                                const Node& n) -> std::vector<TensorBox> {
       std::vector<const Arg*> inputs = positional(n, 2);
       const Arg* alpha = L.arg(n, 2, "alpha");
       if (alpha && !alpha->is_none()) inputs.push_back(alpha);
-      return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n), [](const std::vector<Value>& v) {
-        Value x = v.size() > 2 ? ir::mul(v[0], v[2]) : v[0];
-        return ir::sub(v[1], x);
-      }, common_dtype(L, positional(n, 2)))};
+      return {make_pointwise(
+          L, n, inputs, compute_dtype_for_output(L, n),
+          [](const std::vector<Value>& v) {
+            Value x = v.size() > 2 ? ir::mul(v[0], v[2]) : v[0];
+            return ir::sub(v[1], x);
+          },
+          common_dtype(L, positional(n, 2)))};
     };
   }
 

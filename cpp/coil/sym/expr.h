@@ -6,7 +6,8 @@
 //   * products are flattened into (coefficient * product of factors), factors ordered, constants
 //     folded; a product with one factor and coefficient 1 is the factor itself;
 //   * FloorDiv/Mod/Min/Max/comparisons fold when their operands are constants, and apply the
-//     rules that hold for every value of the symbols (e.g. FloorDiv(a*n + b, n) = a + FloorDiv(b, n)).
+//     rules that hold for every value of the symbols (e.g. FloorDiv(a*n + b, n) = a + FloorDiv(b,
+//     n)).
 // Two structurally equal expressions are the same node, so equality is pointer equality.
 //
 // Range-aware rules (FloorDiv(x, n) == 0 when 0 <= x < n, Mod(x, n) == x likewise, ...) need to
@@ -50,8 +51,8 @@ struct Node;
 // A handle to an interned expression node. Cheap to copy; == is pointer equality.
 class Expr {
  public:
-  Expr();                // the integer 0
-  Expr(int64_t value);   // NOLINT(google-explicit-constructor): integers convert implicitly
+  Expr();               // the integer 0
+  Expr(int64_t value);  // NOLINT(google-explicit-constructor): integers convert implicitly
   Expr(int value) : Expr(static_cast<int64_t>(value)) {}  // NOLINT
 
   static Expr symbol(const std::string& name);
