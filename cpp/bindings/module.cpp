@@ -18,31 +18,39 @@ NB_MODULE(_C, m) {
   m.doc() = "coil's C++ core: graph import, lowering, scheduling, code generation, kernel runtime";
   static nb::exception<coil::graph::GraphError> graph_error(m, "GraphError", PyExc_ValueError);
 
-  m.def("compile_graph",
-        [](const std::string& graph_json, const std::string& debug_dir, const std::string& title) {
-          coil::graph::Graph g = coil::graph::from_json(graph_json);
-          coil::CompileOptions opts;
-          opts.debug_dir = debug_dir;
-          opts.title = title;
-          coil::CompileResult r;
-          {
-            nb::gil_scoped_release release;
-            r = coil::compile_graph(g, opts);
-          }
-          nb::dict out;
-          out["output_code"] = r.output_code;
-          out["kernel_source"] = r.kernel_source;
-          out["kernel_names"] = r.kernel_names;
-          out["fallback_ops"] = r.fallback_ops;
-          out["extern_ops"] = r.extern_ops;
-          out["artifacts"] = r.artifacts;
-          out["seconds"] = r.seconds;
-          return out;
-        },
-        nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
-        "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
-  m.def("graph_text", [](const std::string& graph_json) { return coil::graph::from_json(graph_json).to_text(); },
-        "Parses and validates a coil.graph JSON document; returns the FX-like text form.");
-  m.def("lowered_ops", &coil::lower::lowered_ops, "ATen op names (without overload) that coil lowers itself.");
+  m.def(
+      "compile_graph",
+      [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
+         const std::string& cpu_backend) {
+        coil::graph::Graph g = coil::graph::from_json(graph_json);
+        coil::CompileOptions opts;
+        opts.debug_dir = debug_dir;
+        opts.title = title;
+        opts.cpu_backend = cpu_backend;
+        coil::CompileResult r;
+        {
+          nb::gil_scoped_release release;
+          r = coil::compile_graph(g, opts);
+        }
+        nb::dict out;
+        out["output_code"] = r.output_code;
+        out["backend"] = r.backend;
+        out["kernel_source"] = r.kernel_source;
+        out["kernel_names"] = r.kernel_names;
+        out["fallback_ops"] = r.fallback_ops;
+        out["extern_ops"] = r.extern_ops;
+        out["artifacts"] = r.artifacts;
+        out["seconds"] = r.seconds;
+        return out;
+      },
+      nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
+      nb::arg("cpu_backend") = "cpp",
+      "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
+  m.def(
+      "graph_text",
+      [](const std::string& graph_json) { return coil::graph::from_json(graph_json).to_text(); },
+      "Parses and validates a coil.graph JSON document; returns the FX-like text form.");
+  m.def("lowered_ops", &coil::lower::lowered_ops,
+        "ATen op names (without overload) that coil lowers itself.");
   bind_runtime(m);
 }

@@ -1,9 +1,12 @@
 #include "coil/compile.h"
 
 #include <chrono>
+#include <stdexcept>
 
 #include "coil/codegen/cpp/cpp_kernel.h"
 #include "coil/codegen/cpp/prelude.h"
+#include "coil/codegen/triton/triton_kernel.h"
+#include "coil/codegen/triton/triton_prelude.h"
 #include "coil/codegen/wrapper/python_wrapper.h"
 #include "coil/debug/debug_dir.h"
 #include "coil/graph/serialize.h"
@@ -17,12 +20,26 @@ namespace {
 class PhaseTimer {
  public:
   explicit PhaseTimer(double& slot) : slot_(slot), start_(std::chrono::steady_clock::now()) {}
-  ~PhaseTimer() { slot_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  ~PhaseTimer() {
+    slot_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
 
  private:
   double& slot_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// CUDA graphs get Triton kernels; CPU graphs get the backend the options name.
+std::string choose_backend(const ir::Program& prog, const CompileOptions& opts) {
+  for (const ir::Buffer& b : prog.buffers) {
+    if (b.layout.device.rfind("cuda", 0) == 0) return "triton";
+  }
+  if (opts.cpu_backend != "cpp" && opts.cpu_backend != "triton") {
+    throw std::invalid_argument("coil: unknown cpu_backend '" + opts.cpu_backend +
+                                "' (expected 'cpp' or 'triton')");
+  }
+  return opts.cpu_backend;
+}
 
 }  // namespace
 
@@ -49,21 +66,30 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
 
   {
     PhaseTimer t(r.seconds["codegen"]);
+    r.backend = choose_backend(prog, opts);
+    bool triton = r.backend == "triton";
+    std::string ext = triton ? ".py" : ".cpp";
     std::vector<codegen::KernelSource> kernels;
     for (const sched::Kernel& k : schedule.kernels) {
-      std::string name = codegen::kernel_name(prog, k, "cpp", k.id);
-      kernels.push_back(codegen::render_cpp_kernel(prog, schedule, k, name));
+      if (triton) {
+        std::string name = codegen::kernel_name(prog, k, codegen::triton_kernel_prefix(k), k.id);
+        kernels.push_back(codegen::render_triton_kernel(prog, schedule, k, name));
+      } else {
+        std::string name = codegen::kernel_name(prog, k, "cpp", k.id);
+        kernels.push_back(codegen::render_cpp_kernel(prog, schedule, k, name));
+      }
     }
-    std::string source = codegen::cpp::kPrelude;
+    std::string source = triton ? codegen::triton::kPrelude : codegen::cpp::kPrelude;
     for (const codegen::KernelSource& k : kernels) {
-      source += "\n" + k.code;
+      source += triton ? "\n\n" + k.code : "\n" + k.code;
       r.kernel_names.push_back(k.name);
-      r.artifacts[k.name + ".cpp"] = k.code;
+      r.artifacts[k.name + ext] = k.code;
     }
     r.kernel_source = kernels.empty() ? "" : source;
-    r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source, opts.title);
+    r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source,
+                                                   opts.title, r.backend);
     r.artifacts["output_code.py"] = r.output_code;
-    if (!kernels.empty()) r.artifacts["kernels.cpp"] = r.kernel_source;
+    if (!kernels.empty()) r.artifacts["kernels" + ext] = r.kernel_source;
     r.artifacts["provenance.json"] = debug::provenance_json(prog, kernels);
   }
   r.fallback_ops = prog.fallback_ops;

@@ -15,11 +15,16 @@ namespace coil {
 struct CompileOptions {
   std::string debug_dir;  // when set, the graph's debug folder: every artifact is written there
   std::string title = "graph";
+  // Kernels for graphs on the CPU: "cpp" (C++ + OpenMP) or "triton" (Triton, run on the CPU by
+  // Triton's interpreter, TRITON_INTERPRET=1: slow, for testing the Triton path without a GPU).
+  // Graphs with a tensor on a CUDA device always get Triton kernels.
+  std::string cpu_backend = "cpp";
 };
 
 struct CompileResult {
   std::string output_code;    // output_code.py
-  std::string kernel_source;  // the C++ file with every kernel
+  std::string backend;        // "cpp" or "triton": which renderer made the kernels
+  std::string kernel_source;  // every kernel: a C++ file, or Triton functions (Python)
   std::vector<std::string> kernel_names;
   std::vector<std::string> fallback_ops;
   std::vector<std::string> extern_ops;

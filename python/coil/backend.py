@@ -28,6 +28,7 @@ class CompiledGraph:
 
     graph_id: int
     kind: str  # "inference", "forward", "backward"
+    backend: str = ""  # "cpp" or "triton": which renderer made the kernels
     kernel_names: list = dataclasses.field(default_factory=list)
     fallback_ops: list = dataclasses.field(default_factory=list)
     extern_ops: list = dataclasses.field(default_factory=list)
@@ -98,7 +99,13 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     except fx_import.UnsupportedGraph as e:
         return _eager(gm, record, f"graph not supported: {e}", None)
     try:
-        result = _C.compile_graph(graph_json, record.debug_dir or "", f"coil graph {record.graph_id} ({kind})")
+        result = _C.compile_graph(
+            graph_json,
+            record.debug_dir or "",
+            f"coil graph {record.graph_id} ({kind})",
+            cpu_backend=opts.cpu_backend,
+        )
+        record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])
         record.fallback_ops = list(result["fallback_ops"])
         record.extern_ops = list(result["extern_ops"])
@@ -118,7 +125,12 @@ def _failure_dir(graph_json: str, record: CompiledGraph) -> str | None:
     """Writes the failing graph's artifacts somewhere the user can find them."""
     folder = tempfile.mkdtemp(prefix=f"coil_failed_graph_{record.graph_id}_")
     try:
-        _C.compile_graph(graph_json, folder, f"coil graph {record.graph_id} (failed)")
+        _C.compile_graph(
+            graph_json,
+            folder,
+            f"coil graph {record.graph_id} (failed)",
+            cpu_backend=config.options.cpu_backend,
+        )
     except Exception:  # noqa: BLE001 - the graph itself may be what fails
         with open(os.path.join(folder, "graph.json"), "w") as f:
             f.write(graph_json)

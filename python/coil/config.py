@@ -4,7 +4,10 @@ COIL_DEBUG=1            write each compiled graph's artifacts under ./coil_debug
 COIL_DEBUG_DIR=path     write them under path instead
 COIL_CACHE_DIR=path     where built kernels are cached (default: a private folder in the temp dir)
 COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, output_code,
-                        fallback, perf (phase timings)
+                        fallback, perf (phase timings, Triton launch tuning)
+COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
+                        Triton's interpreter; needs TRITON_INTERPRET=1; slow, for testing).
+                        Graphs on CUDA devices always get Triton kernels.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Options:
     logs: frozenset = frozenset()
     compiler: str = "g++"
     inject_build_failure: bool = False  # testing only: break the generated source
+    cpu_backend: str = "cpp"  # "cpp" or "triton": kernels for graphs on the CPU
 
 
 def _from_env() -> Options:
@@ -45,6 +49,8 @@ def _from_env() -> Options:
         opts.cache_dir = os.environ["COIL_CACHE_DIR"]
     logs = os.environ.get("COIL_LOGS", "")
     opts.logs = frozenset(x.strip() for x in logs.split(",") if x.strip())
+    if os.environ.get("COIL_CPU_BACKEND"):
+        opts.cpu_backend = os.environ["COIL_CPU_BACKEND"]
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     return opts

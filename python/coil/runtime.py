@@ -3,6 +3,7 @@ wrapper module of each graph."""
 
 from __future__ import annotations
 
+import linecache
 import sys
 import types
 
@@ -28,6 +29,9 @@ def load_module(source: str, name: str, path: str | None = None) -> types.Module
     """Executes a generated output_code.py source as a module."""
     module = types.ModuleType(name)
     module.__file__ = path or f"<coil {name}>"
+    # Triton's @triton.jit reads each kernel's source through inspect/linecache: register the text
+    # so that works without a file on disk.
+    linecache.cache[module.__file__] = (len(source), None, source.splitlines(True), module.__file__)
     code = compile(source, module.__file__, "exec")
     exec(code, module.__dict__)
     return module

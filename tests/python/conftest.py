@@ -28,13 +28,6 @@ import torch
 
 BACKEND = os.environ.get("COIL_TEST_BACKEND", "coil")
 
-if BACKEND == "inductor":
-    # Inductor by default skips the rounding of explicit low-precision casts inside fused code
-    # (x.to(bfloat16).to(float32) becomes a no-op); eager rounds, and so must coil.
-    import torch._inductor.config
-
-    torch._inductor.config.emulate_precision_casts = True
-
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 ALL_DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16)
 
@@ -44,7 +37,7 @@ KINDS = ("contiguous", "transposed", "broadcast", "strided", "offset", "scalar",
 CONTIGUOUS_KINDS = ("contiguous", "scalar", "size1", "offset")
 
 # Default tolerances of torch.testing.assert_close for bfloat16 (used after upcasting to float).
-BF16_TOL = dict(atol=1e-5, rtol=1.6e-2)
+BF16_TOL = {"atol": 1e-5, "rtol": 1.6e-2}
 
 
 def dtype_id(dtype: torch.dtype) -> str:
@@ -60,7 +53,7 @@ def requires_coil():
     """Skip the calling test unless the suite targets coil; return the ``coil`` module."""
     if BACKEND != "coil":
         pytest.skip(f"inspects coil's own records/artifacts; COIL_TEST_BACKEND={BACKEND!r}")
-    import coil  # noqa: PLC0415  (a missing package is a failure, not a skip, under coil)
+    import coil
 
     return coil
 
@@ -69,7 +62,7 @@ def _coil_or_none():
     if BACKEND != "coil":
         return None
     try:
-        import coil  # noqa: PLC0415
+        import coil
     except ImportError:
         return None
     return coil
@@ -171,7 +164,7 @@ def make_input(kind: str, shape=(4, 8), dtype=torch.float32, domain: str = "any"
     """
     shape = tuple(shape)
     assert len(shape) >= 2, "layout kinds need at least 2 dims"
-    mk = lambda s: make_tensor(s, dtype, domain, scale)  # noqa: E731
+    mk = lambda s: make_tensor(s, dtype, domain, scale)
     if kind == "contiguous":
         t = mk(shape)
     elif kind == "transposed":
@@ -214,8 +207,9 @@ def _strides_match(a: torch.Tensor, b: torch.Tensor) -> bool:
     return all(sa == sb for sa, sb, n in zip(a.stride(), b.stride(), a.shape) if n > 1)
 
 
-def assert_same(actual, expected, *, atol=None, rtol=None, check_strides=False,
-                equal_nan=True, path="output"):
+def assert_same(
+    actual, expected, *, atol=None, rtol=None, check_strides=False, equal_nan=True, path="output"
+):
     """Compare (nested) outputs: type, dtype, shape, device, values (and strides on request)."""
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual)}"
@@ -225,30 +219,56 @@ def assert_same(actual, expected, *, atol=None, rtol=None, check_strides=False,
         if check_strides:
             assert _strides_match(actual, expected), (
                 f"{path}: strides {actual.stride()} != eager {expected.stride()} "
-                f"(shape {tuple(expected.shape)})")
+                f"(shape {tuple(expected.shape)})"
+            )
         a, e = actual.detach(), expected.detach()
         tol = {}
         if atol is not None or rtol is not None:
-            tol = dict(atol=atol if atol is not None else 0.0, rtol=rtol if rtol is not None else 0.0)
+            tol = {
+                "atol": atol if atol is not None else 0.0,
+                "rtol": rtol if rtol is not None else 0.0,
+            }
         if e.dtype in (torch.bfloat16, torch.float16):
             a, e = a.float(), e.float()
             tol = tol or dict(BF16_TOL)
-        torch.testing.assert_close(a, e, equal_nan=equal_nan, check_stride=False,
-                                   msg=lambda m: f"{path}: {m}", **tol)
+        torch.testing.assert_close(
+            a, e, equal_nan=equal_nan, check_stride=False, msg=lambda m: f"{path}: {m}", **tol
+        )
     elif isinstance(expected, (tuple, list)):
         assert isinstance(actual, (tuple, list)), f"{path}: expected a sequence, got {type(actual)}"
         assert len(actual) == len(expected), f"{path}: {len(actual)} outputs != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, atol=atol, rtol=rtol, check_strides=check_strides,
-                        equal_nan=equal_nan, path=f"{path}[{i}]")
+            assert_same(
+                a,
+                e,
+                atol=atol,
+                rtol=rtol,
+                check_strides=check_strides,
+                equal_nan=equal_nan,
+                path=f"{path}[{i}]",
+            )
     elif isinstance(expected, dict):
         assert isinstance(actual, dict) and actual.keys() == expected.keys(), path
         for k in expected:
-            assert_same(actual[k], expected[k], atol=atol, rtol=rtol, check_strides=check_strides,
-                        equal_nan=equal_nan, path=f"{path}[{k!r}]")
+            assert_same(
+                actual[k],
+                expected[k],
+                atol=atol,
+                rtol=rtol,
+                check_strides=check_strides,
+                equal_nan=equal_nan,
+                path=f"{path}[{k!r}]",
+            )
     elif hasattr(expected, "to_tuple"):  # transformers ModelOutput
-        assert_same(actual.to_tuple(), expected.to_tuple(), atol=atol, rtol=rtol,
-                    check_strides=check_strides, equal_nan=equal_nan, path=path)
+        assert_same(
+            actual.to_tuple(),
+            expected.to_tuple(),
+            atol=atol,
+            rtol=rtol,
+            check_strides=check_strides,
+            equal_nan=equal_nan,
+            path=path,
+        )
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
 
@@ -267,8 +287,16 @@ def assert_no_eager_fallback() -> None:
     assert not bad, f"graphs {bad} failed to build and ran eagerly (eager_fallback=True)"
 
 
-def check(fn, *inputs, atol=None, rtol=None, check_strides=False, equal_nan=True,
-          dynamic=False, expect_graph=True):
+def check(
+    fn,
+    *inputs,
+    atol=None,
+    rtol=None,
+    check_strides=False,
+    equal_nan=True,
+    dynamic=False,
+    expect_graph=True,
+):
     """Run ``fn`` eagerly and compiled with BACKEND on the same inputs and compare the results.
 
     Compares values (assert_close; default tolerances unless given; bfloat16 compared in float
@@ -290,13 +318,23 @@ def check(fn, *inputs, atol=None, rtol=None, check_strides=False, equal_nan=True
         if BACKEND == "coil" and any(r.eager_fallback for r in coil_records()):
             raise AssertionError(f"coil fell back to eager; warnings: {coil_warnings}")
         assert_no_eager_fallback()
-    assert_same(actual, expected, atol=atol, rtol=rtol, check_strides=check_strides,
-                equal_nan=equal_nan)
-    assert_same(again, expected, atol=atol, rtol=rtol, check_strides=check_strides,
-                equal_nan=equal_nan, path="output (second call)")
+    assert_same(
+        actual, expected, atol=atol, rtol=rtol, check_strides=check_strides, equal_nan=equal_nan
+    )
+    assert_same(
+        again,
+        expected,
+        atol=atol,
+        rtol=rtol,
+        check_strides=check_strides,
+        equal_nan=equal_nan,
+        path="output (second call)",
+    )
     for i, (t, b) in enumerate(zip(inputs, before)):
         if b is not None:
             assert torch.equal(t.detach(), b) or (
-                t.is_floating_point() and torch.equal(t.isnan(), b.isnan())
-                and torch.equal(t.nan_to_num(), b.nan_to_num())), f"input {i} was modified"
+                t.is_floating_point()
+                and torch.equal(t.isnan(), b.isnan())
+                and torch.equal(t.nan_to_num(), b.nan_to_num())
+            ), f"input {i} was modified"
     return actual

@@ -5,9 +5,8 @@ The numerics part of each test runs under any backend; the kernel-count assertio
 coil (skipped otherwise)."""
 
 import torch
-import torch.nn as nn
-
 from conftest import check, make_tensor, requires_coil
+from torch import nn
 
 
 def _single_kernel_records():
@@ -23,7 +22,8 @@ def _single_kernel_records():
 def _assert_one_kernel(rec, what):
     assert len(rec.kernel_names) == 1, (
         f"{what}: expected exactly one fused kernel, got {len(rec.kernel_names)}: "
-        f"{rec.kernel_names}")
+        f"{rec.kernel_names}"
+    )
     assert not rec.fallback_ops, f"{what}: unexpected ATen fallbacks {rec.fallback_ops}"
     assert not rec.extern_ops, f"{what}: unexpected extern calls {rec.extern_ops}"
 
@@ -48,12 +48,14 @@ def test_layer_norm_is_one_kernel():
 
 
 def test_pointwise_chain_is_one_kernel():
-    check(lambda x: ((x * 2 + 1).exp().relu() - 3).sigmoid(), make_tensor((4, 8)),
-          check_strides=True)
+    check(
+        lambda x: ((x * 2 + 1).exp().relu() - 3).sigmoid(), make_tensor((4, 8)), check_strides=True
+    )
     _assert_one_kernel(_single_kernel_records(), "((x*2+1).exp().relu()-3).sigmoid()")
 
 
 def test_pointwise_chain_two_inputs_broadcast_is_one_kernel():
-    check(lambda x, y: (x * y + 1).tanh().neg().exp().abs(), make_tensor((4, 8)),
-          make_tensor((1, 8)))
+    check(
+        lambda x, y: (x * y + 1).tanh().neg().exp().abs(), make_tensor((4, 8)), make_tensor((1, 8))
+    )
     _assert_one_kernel(_single_kernel_records(), "broadcast pointwise chain")

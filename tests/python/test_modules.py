@@ -7,9 +7,7 @@ import math
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-
 from conftest import (
     BACKEND,
     assert_same,
@@ -20,12 +18,18 @@ from conftest import (
     graph_count,
     make_tensor,
 )
+from torch import nn
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
-MODEL_TOL = dict(atol=1e-4, rtol=1e-4)
+MODEL_TOL = {"atol": 1e-4, "rtol": 1e-4}
 
 MATMUL_EXTERNS = {
-    "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
+    "aten.mm.default",
+    "aten.addmm.default",
+    "aten.bmm.default",
+    "aten.baddbmm.default",
+    "aten.mv.default",
+    "aten.dot.default",
 }
 
 
@@ -47,8 +51,10 @@ def _randomize_(module: nn.Module) -> nn.Module:
 MATMUL_FNS = {
     "mm": (lambda a, b, c: torch.mm(a, b), [(4, 8), (8, 5), (5,)]),
     "addmm": (lambda a, b, c: torch.addmm(c, a, b), [(4, 8), (8, 5), (5,)]),
-    "addmm_beta_alpha": (lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
-                         [(4, 8), (8, 5), (4, 5)]),
+    "addmm_beta_alpha": (
+        lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+        [(4, 8), (8, 5), (4, 5)],
+    ),
     "bmm": (lambda a, b, c: torch.bmm(a, b), [(3, 4, 8), (3, 8, 5), (5,)]),
     "matmul_2d": (lambda a, b, c: a @ b, [(4, 8), (8, 5), (5,)]),
     "matmul_3d_2d": (lambda a, b, c: torch.matmul(a, b), [(3, 4, 8), (8, 5), (5,)]),
@@ -104,8 +110,12 @@ def test_layernorm_module():
     m = _randomize_(nn.LayerNorm(16)).eval()
     with torch.no_grad():
         check(m, make_tensor((2, 5, 16)), atol=1e-5, rtol=1e-5)
-        check(_randomize_(nn.LayerNorm((5, 16), elementwise_affine=False)), make_tensor((2, 5, 16)),
-              atol=1e-5, rtol=1e-5)
+        check(
+            _randomize_(nn.LayerNorm((5, 16), elementwise_affine=False)),
+            make_tensor((2, 5, 16)),
+            atol=1e-5,
+            rtol=1e-5,
+        )
 
 
 def test_softmax_modules():
@@ -129,8 +139,10 @@ class Block(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         h = self.ln1(x)
-        q, k, v = (lin(h).view(B, T, self.h, C // self.h).transpose(1, 2)
-                   for lin in (self.q, self.k, self.v))
+        q, k, v = (
+            lin(h).view(B, T, self.h, C // self.h).transpose(1, 2)
+            for lin in (self.q, self.k, self.v)
+        )
         att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.h)
         if self.causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
@@ -157,8 +169,15 @@ def test_transformer_block_bf16():
 
 def _gpt2(lm_head: bool):
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=128, n_positions=64,
-                                  bos_token_id=0, eos_token_id=0)
+    cfg = transformers.GPT2Config(
+        n_layer=2,
+        n_head=4,
+        n_embd=64,
+        vocab_size=128,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     cfg._attn_implementation = "eager"
     cls = transformers.GPT2LMHeadModel if lm_head else transformers.GPT2Model
     torch.manual_seed(0)
@@ -179,8 +198,12 @@ def test_gpt2_lm_head_with_padding_mask():
     mask = torch.ones(2, 12, dtype=torch.long)
     mask[1, 8:] = 0
     with torch.no_grad():
-        out = check(lambda i, a: m(input_ids=i, attention_mask=a, use_cache=False).logits,
-                    ids, mask, **MODEL_TOL)
+        out = check(
+            lambda i, a: m(input_ids=i, attention_mask=a, use_cache=False).logits,
+            ids,
+            mask,
+            **MODEL_TOL,
+        )
     assert out.shape == (2, 12, 128)
 
 
@@ -216,12 +239,17 @@ def _train_step(call, model, x):
     out = call(x)
     loss = (out.float() ** 2).mean()
     loss.backward()
-    return out.detach(), loss.detach(), x.grad.clone(), {
-        n: p.grad.clone() for n, p in model.named_parameters()}
+    return (
+        out.detach(),
+        loss.detach(),
+        x.grad.clone(),
+        {n: p.grad.clone() for n, p in model.named_parameters()},
+    )
 
 
-@pytest.mark.parametrize("model_fn", [lambda: MLP(), lambda: _randomize_(Block())],
-                         ids=["mlp", "transformer_block"])
+@pytest.mark.parametrize(
+    "model_fn", [lambda: MLP(), lambda: _randomize_(Block())], ids=["mlp", "transformer_block"]
+)
 def test_forward_backward(model_fn):
     torch.manual_seed(0)
     ref_model = model_fn().train()

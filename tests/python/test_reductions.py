@@ -3,7 +3,6 @@ over one dim, several dims and all dims, keepdim True/False, dtype=, correction 
 
 import pytest
 import torch
-
 from conftest import KINDS, check, dtype_id, make_input, make_tensor
 
 F32, F64, I64, BOOL, BF16 = torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16
@@ -53,8 +52,11 @@ DTYPE_CASES = {
 )
 def test_reduction_dtypes(op, dtype):
     if op == "prod":
-        x = (make_tensor(SHAPE, F64, "unit") * 0.5 + 1).to(dtype) if dtype != I64 else \
-            make_tensor(SHAPE, I64)
+        x = (
+            (make_tensor(SHAPE, F64, "unit") * 0.5 + 1).to(dtype)
+            if dtype != I64
+            else make_tensor(SHAPE, I64)
+        )
     else:
         x = make_tensor(SHAPE, dtype)
     fns = [_reduce(op, -1, False), _reduce(op, 0, True)]
@@ -71,24 +73,34 @@ def test_prod(dim, keepdim):
     if dim is None:
         fn = (lambda t: t.prod()) if not keepdim else (lambda t: t.prod(-1, keepdim=True).prod(0))
     else:
-        fn = lambda t: torch.prod(t, dim, keepdim=keepdim)  # noqa: E731
+        fn = lambda t: torch.prod(t, dim, keepdim=keepdim)
     check(fn, x)
 
 
 @pytest.mark.parametrize("keepdim", [False, True], ids=["nokeep", "keep"])
 @pytest.mark.parametrize("dim", [0, 1, -1, None], ids=["d0", "d1", "d-1", "all"])
 def test_arg_reduction(dim, keepdim):
-    check(lambda x: (torch.argmax(x, dim=dim, keepdim=keepdim),
-                     torch.argmin(x, dim=dim, keepdim=keepdim)), make_tensor(SHAPE, F32))
+    check(
+        lambda x: (
+            torch.argmax(x, dim=dim, keepdim=keepdim),
+            torch.argmin(x, dim=dim, keepdim=keepdim),
+        ),
+        make_tensor(SHAPE, F32),
+    )
 
 
 @pytest.mark.parametrize("dtype", [I64, BF16, F64], ids=["int64", "bfloat16", "float64"])
 def test_arg_reduction_ties(dtype):
     # small ints produce ties: the first index of the extreme value wins
     x = make_tensor(SHAPE, I64).to(dtype)
-    check(lambda t: [f(t, dim=-1) for f in (torch.argmax, torch.argmin)]
-          + [f(t, dim=0) for f in (torch.argmax, torch.argmin)]
-          + [torch.argmax(t), torch.argmin(t)], x)
+    check(
+        lambda t: (
+            [f(t, dim=-1) for f in (torch.argmax, torch.argmin)]
+            + [f(t, dim=0) for f in (torch.argmax, torch.argmin)]
+            + [torch.argmax(t), torch.argmin(t)]
+        ),
+        x,
+    )
 
 
 def test_arg_reduction_nan():
@@ -112,39 +124,63 @@ def test_var_std(dim, correction):
 @pytest.mark.parametrize("op", ["var", "std", "var_mean"])
 def test_var_std_keepdim_and_unbiased(op):
     f = getattr(torch, op)
-    check(lambda t: (f(t, dim=(0, 2), keepdim=True, correction=0), f(t, 1, unbiased=False),
-                     f(t, -1, keepdim=True)), make_tensor(SHAPE, F32))
+    check(
+        lambda t: (
+            f(t, dim=(0, 2), keepdim=True, correction=0),
+            f(t, 1, unbiased=False),
+            f(t, -1, keepdim=True),
+        ),
+        make_tensor(SHAPE, F32),
+    )
 
 
 @pytest.mark.parametrize("dtype", [F64, BF16], ids=["float64", "bfloat16"])
 def test_var_std_dtypes(dtype):
-    check(lambda t: (t.var(-1), t.std(0, correction=0), torch.var_mean(t, (0, 2))),
-          make_tensor(SHAPE, dtype))
+    check(
+        lambda t: (t.var(-1), t.std(0, correction=0), torch.var_mean(t, (0, 2))),
+        make_tensor(SHAPE, dtype),
+    )
 
 
 def test_var_large_mean():
     # a large common offset: a naive E[x^2] - E[x]^2 loses all precision
     x = make_tensor((4, 64), F32) + 1000.0
-    check(lambda t: (t.var(-1), t.std(-1, correction=0), torch.var_mean(t, -1)), x,
-          atol=1e-4, rtol=1e-4)
+    check(
+        lambda t: (t.var(-1), t.std(-1, correction=0), torch.var_mean(t, -1)),
+        x,
+        atol=1e-4,
+        rtol=1e-4,
+    )
 
 
 DTYPE_ARG_CASES = [
-    ("sum", I64, F32), ("sum", BF16, F32), ("sum", F32, F64), ("sum", BOOL, I64),
-    ("mean", BF16, F32), ("mean", F32, F64), ("mean", I64, F32), ("sum", F64, F32),
+    ("sum", I64, F32),
+    ("sum", BF16, F32),
+    ("sum", F32, F64),
+    ("sum", BOOL, I64),
+    ("mean", BF16, F32),
+    ("mean", F32, F64),
+    ("mean", I64, F32),
+    ("sum", F64, F32),
 ]
 
 
-@pytest.mark.parametrize("op,src,dst", DTYPE_ARG_CASES,
-                         ids=[f"{o}-{dtype_id(s)}-{dtype_id(d)}" for o, s, d in DTYPE_ARG_CASES])
+@pytest.mark.parametrize(
+    "op,src,dst",
+    DTYPE_ARG_CASES,
+    ids=[f"{o}-{dtype_id(s)}-{dtype_id(d)}" for o, s, d in DTYPE_ARG_CASES],
+)
 def test_reduction_dtype_arg(op, src, dst):
     f1, f2 = _reduce(op, -1, False, dtype=dst), _reduce(op, None, False, dtype=dst)
     check(lambda t: (f1(t), f2(t)), make_tensor(SHAPE, src))
 
 
 def test_sum_of_bool_and_int_promote_to_int64():
-    check(lambda b, i: (b.sum(), b.sum(0), i.sum(-1), i.to(torch.int32).sum(-1)),
-          make_tensor(SHAPE, BOOL), make_tensor(SHAPE, I64))
+    check(
+        lambda b, i: (b.sum(), b.sum(0), i.sum(-1), i.to(torch.int32).sum(-1)),
+        make_tensor(SHAPE, BOOL),
+        make_tensor(SHAPE, I64),
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -159,17 +195,23 @@ def test_var_kinds(kind):
     check(lambda t: (t.var(-1), t.std(0, correction=0)), make_input(kind, SHAPE, F32))
 
 
-@pytest.mark.parametrize("shape,dim", [((3, 1031), -1), ((1031,), 0), ((129, 3), 0),
-                                       ((2, 67, 33), (0, 2)), ((1000, 10), None)],
-                         ids=["rows1031", "vec1031", "cols129", "outer_inner", "all10000"])
+@pytest.mark.parametrize(
+    "shape,dim",
+    [((3, 1031), -1), ((1031,), 0), ((129, 3), 0), ((2, 67, 33), (0, 2)), ((1000, 10), None)],
+    ids=["rows1031", "vec1031", "cols129", "outer_inner", "all10000"],
+)
 def test_reduction_odd_sizes(shape, dim):
     # sizes that are not multiples of any vector width; reductions across the outer dim
     x = make_tensor(shape, F32)
     if dim is None:
         check(lambda t: (t.sum(), t.amax(), t.mean(), t.var()), x, atol=1e-4, rtol=1e-5)
     else:
-        check(lambda t: (t.sum(dim), t.amax(dim), t.amin(dim), t.mean(dim), t.var(dim)), x,
-              atol=1e-4, rtol=1e-5)
+        check(
+            lambda t: (t.sum(dim), t.amax(dim), t.amin(dim), t.mean(dim), t.var(dim)),
+            x,
+            atol=1e-4,
+            rtol=1e-5,
+        )
 
 
 def test_reduction_of_size_one_and_empty_dims():
@@ -181,15 +223,24 @@ def test_reduction_of_size_one_and_empty_dims():
 
 def test_reduction_fused_with_pointwise():
     x, y = make_tensor((4, 8)), make_tensor((4, 1))
-    check(lambda a, b: ((a * 2).exp().sum(-1) + 1, a - a.mean(-1, keepdim=True),
-                        (a + b).amax(0), (a * b).sum()), x, y)
+    check(
+        lambda a, b: (
+            (a * 2).exp().sum(-1) + 1,
+            a - a.mean(-1, keepdim=True),
+            (a + b).amax(0),
+            (a * b).sum(),
+        ),
+        x,
+        y,
+    )
     check(lambda a: a / a.abs().sum(-1, keepdim=True).clamp_min(1e-6), x)
 
 
 def test_multiple_reductions_one_input():
     x = make_tensor(SHAPE)
-    check(lambda t: (t.sum(-1), t.amax(-1), t.amin(-1), t.mean(0), t.argmin(1),
-                     t.sum(-1).amax(-1)), x)
+    check(
+        lambda t: (t.sum(-1), t.amax(-1), t.amin(-1), t.mean(0), t.argmin(1), t.sum(-1).amax(-1)), x
+    )
 
 
 def test_max_min_with_indices():

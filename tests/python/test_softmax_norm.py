@@ -4,7 +4,6 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import check, dtype_id, make_input, make_tensor
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
@@ -63,8 +62,7 @@ def test_softmax_masked_rows(op):
 
 
 def test_softmax_odd_sizes_and_size_one():
-    check(lambda t: (t.softmax(-1), t.log_softmax(0)), make_tensor((3, 1031)), atol=1e-5,
-          rtol=1e-5)
+    check(lambda t: (t.softmax(-1), t.log_softmax(0)), make_tensor((3, 1031)), atol=1e-5, rtol=1e-5)
     check(lambda t: (t.softmax(1), t.log_softmax(1), t.softmax(-1)), make_tensor((4, 1, 8)))
     check(lambda t: t.softmax(0), make_tensor((1, 8)))
 
@@ -120,10 +118,17 @@ def test_batch_norm_eval():
     x = make_tensor((2, 3, 4, 5))
     mean, var = make_tensor((3,)), make_tensor((3,), domain="positive")
     w, b = make_tensor((3,)), make_tensor((3,))
-    check(lambda t, m, v, w, b: F.batch_norm(t, m, v, w, b, training=False, eps=1e-5),
-          x, mean, var, w, b, atol=1e-5, rtol=1e-5)
-    check(lambda t, m, v: F.batch_norm(t, m, v, training=False), x, mean, var,
-          atol=1e-5, rtol=1e-5)
+    check(
+        lambda t, m, v, w, b: F.batch_norm(t, m, v, w, b, training=False, eps=1e-5),
+        x,
+        mean,
+        var,
+        w,
+        b,
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    check(lambda t, m, v: F.batch_norm(t, m, v, training=False), x, mean, var, atol=1e-5, rtol=1e-5)
 
 
 def test_group_norm():

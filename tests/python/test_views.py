@@ -4,7 +4,6 @@ intermediates, compared with eager including output strides."""
 
 import pytest
 import torch
-
 from conftest import check, dtype_id, make_input, make_tensor
 
 F32, F64, I64, BOOL, BF16 = torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16
@@ -57,12 +56,28 @@ def test_view_of_intermediate(name):
     check(lambda x: f(x * 2 + 1), make_tensor((3, 4, 8)), check_strides=True)
 
 
-@pytest.mark.parametrize("name", ["view", "permute", "expand", "slice_step", "slice_neg",
-                                  "select_neg", "narrow", "unflatten", "diagonal", "index_none"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "view",
+        "permute",
+        "expand",
+        "slice_step",
+        "slice_neg",
+        "select_neg",
+        "narrow",
+        "unflatten",
+        "diagonal",
+        "index_none",
+    ],
+)
 def test_pointwise_on_view(name):
     f = VIEW_FNS[name]
-    check(lambda x, y: (f(x).exp() * 2, f(x) + f(y).sigmoid()), make_tensor((3, 4, 8)),
-          make_tensor((3, 4, 8)))
+    check(
+        lambda x, y: (f(x).exp() * 2, f(x) + f(y).sigmoid()),
+        make_tensor((3, 4, 8)),
+        make_tensor((3, 4, 8)),
+    )
 
 
 def test_t():
@@ -92,8 +107,11 @@ def test_contiguous(kind):
 @pytest.mark.parametrize("kind", ["transposed", "strided", "offset", "broadcast"])
 def test_views_of_noncontiguous_inputs(kind):
     x = make_input(kind, (4, 8))
-    check(lambda t: (t.t(), t[1:, ::3], t.unsqueeze(0), t[:, -1], t.narrow(1, 2, 3)), x,
-          check_strides=True)
+    check(
+        lambda t: (t.t(), t[1:, ::3], t.unsqueeze(0), t[:, -1], t.narrow(1, 2, 3)),
+        x,
+        check_strides=True,
+    )
     check(lambda t: t.t()[::2] * t[:, ::2].sum(0).unsqueeze(-1), x)
 
 
@@ -115,21 +133,32 @@ def test_as_strided(name):
 @pytest.mark.parametrize("dtype", [F64, I64, BOOL, BF16], ids=dtype_id)
 def test_views_dtypes(dtype):
     x = make_tensor((3, 4, 8), dtype)
-    check(lambda t: (t.permute(1, 2, 0).reshape(4, -1), t[:, ::2, -3:], t.select(1, 2).t()), x,
-          check_strides=True)
+    check(
+        lambda t: (t.permute(1, 2, 0).reshape(4, -1), t[:, ::2, -3:], t.select(1, 2).t()),
+        x,
+        check_strides=True,
+    )
 
 
 def test_view_chain():
     x = make_tensor((2, 3, 4, 5))
-    check(lambda t: t.permute(3, 1, 0, 2).reshape(5, 3, 8)[:, ::2].transpose(0, 1)
-          .flatten(1).unsqueeze(0) * 2, x)
+    check(
+        lambda t: (
+            t.permute(3, 1, 0, 2).reshape(5, 3, 8)[:, ::2].transpose(0, 1).flatten(1).unsqueeze(0)
+            * 2
+        ),
+        x,
+    )
     check(lambda t: t.view(6, 20).t()[3:17:3].unflatten(1, (3, 2)).squeeze(), x)
 
 
 def test_size1_views():
     x = make_tensor((1, 4, 1, 8))
-    check(lambda t: (t.squeeze(0), t.squeeze(2), t.squeeze((0, 2)), t.expand(3, 4, 5, 8)), x,
-          check_strides=True)
+    check(
+        lambda t: (t.squeeze(0), t.squeeze(2), t.squeeze((0, 2)), t.expand(3, 4, 5, 8)),
+        x,
+        check_strides=True,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,9 +168,11 @@ def test_size1_views():
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_cat_three_inputs(dim):
-    shapes = {0: [(2, 5, 7), (3, 5, 7), (1, 5, 7)],
-              1: [(3, 1, 7), (3, 4, 7), (3, 2, 7)],
-              -1: [(3, 5, 2), (3, 5, 7), (3, 5, 3)]}[dim]
+    shapes = {
+        0: [(2, 5, 7), (3, 5, 7), (1, 5, 7)],
+        1: [(3, 1, 7), (3, 4, 7), (3, 2, 7)],
+        -1: [(3, 5, 2), (3, 5, 7), (3, 5, 3)],
+    }[dim]
     ins = [make_tensor(s) for s in shapes]
     check(lambda a, b, c: torch.cat([a, b, c], dim=dim), *ins, check_strides=True)
     check(lambda a, b, c: torch.cat([a * 2, b.exp(), c + 1], dim=dim).relu(), *ins)
@@ -168,7 +199,7 @@ def test_cat_noncontiguous_inputs(kind):
 def test_cat_with_empty_and_many_inputs():
     x = make_tensor((4, 8))
     check(lambda t: torch.cat([t, t[:0], t * 2], 0), x)
-    check(lambda t: torch.cat([t[i:i + 1] * i for i in range(4)] + [t.t()[:, :1].t()], 0), x)
+    check(lambda t: torch.cat([t[i : i + 1] * i for i in range(4)] + [t.t()[:, :1].t()], 0), x)
     check(lambda t: torch.cat(list(t.unbind(0)) * 3), x)
 
 

@@ -363,6 +363,32 @@ bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
   return true;
 }
 
+// Whether eager's result of node n is a view of its input (so returning the input's memory is
+// what eager does too).
+bool aliases_its_input(const graph::Graph& g, const graph::Node& n) {
+  static const std::set<std::string> kViewOps = {
+      "aten.view.default",      "aten._unsafe_view.default",
+      "aten.alias.default",     "aten.permute.default",
+      "aten.transpose.int",     "aten.t.default",
+      "aten.expand.default",    "aten.squeeze.dim",
+      "aten.squeeze.dims",      "aten.squeeze.default",
+      "aten.unsqueeze.default", "aten.slice.Tensor",
+      "aten.select.int",        "aten.as_strided.default",
+      "aten.split.Tensor",      "aten.split_with_sizes.default",
+      "aten.unbind.int",        "aten.diagonal.default",
+      "aten.narrow.default",    "aten.unflatten.int"};
+  if (n.kind == graph::NodeKind::Placeholder) return true;
+  if (n.target == "getitem" && !n.args.empty() && n.args[0].kind == graph::Arg::Kind::Node) {
+    return aliases_its_input(g, g.node(n.args[0].node));
+  }
+  if (!kViewOps.count(n.target)) return false;
+  // A view of a view of an input is still a view of it.
+  for (const graph::Arg& a : n.args) {
+    if (a.kind == graph::Arg::Kind::Node) return aliases_its_input(g, g.node(a.node));
+  }
+  return false;
+}
+
 }  // namespace
 
 void Lowering::lower_outputs(const graph::Node& out) {
@@ -380,7 +406,11 @@ void Lowering::lower_outputs(const graph::Node& out) {
     TensorBox b = box(a);
     const graph::TensorMeta& m = meta(src);
     auto ref = as_strided_view(b);
-    bool exact = ref && same_strides(ref->sizes, ref->strides, m.strides);
+    // An output that reads a graph input's memory may only stay a view when eager's result is a
+    // view too; clone(x) or x.to(x.dtype) must not hand back x's memory.
+    bool of_input = ref && prog_.buffer(ref->buffer).kind == ir::Buffer::Kind::Input;
+    bool may_alias = !of_input || aliases_its_input(g_, src);
+    bool exact = ref && may_alias && same_strides(ref->sizes, ref->strides, m.strides);
     if (!exact) {
       // Outputs get the strides eager would give them, so callers see the same memory format.
       b = realize(b, &m.strides, /*fixed=*/true);

@@ -35,8 +35,8 @@ struct KernelLaunch {
   std::string kind;  // Triton: "pointwise", "reduction" (looped over r), "persistent_reduction"
   sym::Expr xnumel = 1;
   sym::Expr rnumel = 1;  // 1 for pointwise kernels
-  std::vector<LaunchConfig>
-      configs;  // candidates, benchmarked on the first call; [0] is the default
+  // Candidates, benchmarked on the first call on a GPU; [0] is the default.
+  std::vector<LaunchConfig> configs;
 };
 
 struct KernelSource {

@@ -2,9 +2,9 @@
 //
 // Takes the same kernel plan as the C++ renderer (sched::Kernel: x/r sizes, members with their
 // variable maps, stages; Schedule::buffers for what is stored) and guarantees the same semantics:
-// loads relative to each tensor's storage offset, masked loads yield 0, reductions accumulate in the
-// body's dtype (float32 for bfloat16/float16), max/min propagate NaN, argmax/argmin keep the first
-// index. What it decides itself, and writes into the kernel's header comment:
+// loads relative to each tensor's storage offset, masked loads yield 0, reductions accumulate in
+// the body's dtype (float32 for bfloat16/float16), max/min propagate NaN, argmax/argmin keep the
+// first index. What it decides itself, and writes into the kernel's header comment:
 //   * pointwise kernels flatten the x sizes into one xindex (blocks of XBLOCK) and recover x0..xn
 //     with // and %; index expressions whose trailing variables are contiguous use xindex directly;
 //   * reductions run one x point per row of an [XBLOCK, RBLOCK] block: persistent (the whole row in
@@ -29,7 +29,7 @@ namespace coil::codegen {
 // "triton_poi", "triton_red" or "triton_per": the kernel_name prefix for this kernel's strategy.
 std::string triton_kernel_prefix(const sched::Kernel& k);
 
-KernelSource render_triton_kernel(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k,
-                                  const std::string& name);
+KernelSource render_triton_kernel(const ir::Program& prog, const sched::Schedule& s,
+                                  const sched::Kernel& k, const std::string& name);
 
 }  // namespace coil::codegen

@@ -13,7 +13,9 @@ using ir::ReductionType;
 
 namespace {
 
-bool is_float(DType d) { return graph::is_floating(d); }
+bool is_float(DType d) {
+  return graph::is_floating(d);
+}
 
 std::string float_literal(double v) {
   if (std::isnan(v)) return "float(\"nan\")";
@@ -25,7 +27,9 @@ std::string float_literal(double v) {
   return text;
 }
 
-std::string call(const std::string& fn, const std::string& a) { return fn + "(" + a + ")"; }
+std::string call(const std::string& fn, const std::string& a) {
+  return fn + "(" + a + ")";
+}
 std::string call(const std::string& fn, const std::string& a, const std::string& b) {
   return fn + "(" + a + ", " + b + ")";
 }
@@ -34,16 +38,26 @@ std::string call(const std::string& fn, const std::string& a, const std::string&
 
 std::string dtype_text(DType d) {
   switch (d) {
-    case DType::Bool: return "tl.int1";
-    case DType::UInt8: return "tl.uint8";
-    case DType::Int8: return "tl.int8";
-    case DType::Int16: return "tl.int16";
-    case DType::Int32: return "tl.int32";
-    case DType::Int64: return "tl.int64";
-    case DType::Float16: return "tl.float16";
-    case DType::BFloat16: return "tl.bfloat16";
-    case DType::Float32: return "tl.float32";
-    case DType::Float64: return "tl.float64";
+    case DType::Bool:
+      return "tl.int1";
+    case DType::UInt8:
+      return "tl.uint8";
+    case DType::Int8:
+      return "tl.int8";
+    case DType::Int16:
+      return "tl.int16";
+    case DType::Int32:
+      return "tl.int32";
+    case DType::Int64:
+      return "tl.int64";
+    case DType::Float16:
+      return "tl.float16";
+    case DType::BFloat16:
+      return "tl.bfloat16";
+    case DType::Float32:
+      return "tl.float32";
+    case DType::Float64:
+      return "tl.float64";
   }
   return "?";
 }
@@ -55,46 +69,84 @@ std::string literal_text(ir::Value c) {
 }
 
 std::string constant_tensor_text(ir::Value c) {
+  // Reduced-precision constants are made in float32 and converted (Triton's interpreter cannot
+  // make a bfloat16 constant directly).
+  if (c.dtype() == DType::BFloat16 || c.dtype() == DType::Float16) {
+    return "tl.full([1], " + literal_text(c) + ", tl.float32).to(" + dtype_text(c.dtype()) + ")";
+  }
   return "tl.full([1], " + literal_text(c) + ", " + dtype_text(c.dtype()) + ")";
 }
 
 std::string unary_text(Op op, const std::string& a, DType d) {
   bool f = is_float(d);
   switch (op) {
-    case Op::Neg: return "-" + a;
-    case Op::Abs: return call("tl.abs", a);
-    case Op::Exp: return call("tl.exp", a);
-    case Op::Exp2: return call("tl.exp2", a);
-    case Op::Log: return call("tl.log", a);
-    case Op::Log2: return call("tl.log2", a);
-    case Op::Log1p: return call("libdevice.log1p", a);
-    case Op::Expm1: return call("libdevice.expm1", a);
+    case Op::Neg:
+      return "-" + a;
+    case Op::Abs:
+      return call("tl.abs", a);
+    case Op::Exp:
+      return call("tl.exp", a);
+    case Op::Exp2:
+      return call("tl.exp2", a);
+    case Op::Log:
+      return call("tl.log", a);
+    case Op::Log2:
+      return call("tl.log2", a);
+    case Op::Log1p:
+      return call("libdevice.log1p", a);
+    case Op::Expm1:
+      return call("libdevice.expm1", a);
     // sqrt_rn: correctly rounded, as torch's sqrt; tl.sqrt may be approximate.
-    case Op::Sqrt: return call("tl.sqrt_rn", a);
-    case Op::Rsqrt: return call("tl.rsqrt", a);
-    case Op::Sin: return call("tl.sin", a);
-    case Op::Cos: return call("tl.cos", a);
-    case Op::Tan: return call("libdevice.tan", a);
-    case Op::Asin: return call("libdevice.asin", a);
-    case Op::Acos: return call("libdevice.acos", a);
-    case Op::Atan: return call("libdevice.atan", a);
-    case Op::Sinh: return call("libdevice.sinh", a);
-    case Op::Cosh: return call("libdevice.cosh", a);
-    case Op::Tanh: return call("libdevice.tanh", a);
-    case Op::Sigmoid: return call("tl.sigmoid", a);
-    case Op::Erf: return call("tl.erf", a);
-    case Op::Floor: return f ? call("tl.floor", a) : a;
-    case Op::Ceil: return f ? call("tl.ceil", a) : a;
+    // (fp64 has no sqrt_rn; its tl.sqrt is correctly rounded already).
+    case Op::Sqrt:
+      return call(d == DType::Float64 ? "tl.sqrt" : "tl.sqrt_rn", a);
+    case Op::Rsqrt:
+      return call("tl.rsqrt", a);
+    case Op::Sin:
+      return call("tl.sin", a);
+    case Op::Cos:
+      return call("tl.cos", a);
+    case Op::Tan:
+      return call("libdevice.tan", a);
+    case Op::Asin:
+      return call("libdevice.asin", a);
+    case Op::Acos:
+      return call("libdevice.acos", a);
+    case Op::Atan:
+      return call("libdevice.atan", a);
+    case Op::Sinh:
+      return call("libdevice.sinh", a);
+    case Op::Cosh:
+      return call("libdevice.cosh", a);
+    case Op::Tanh:
+      return call("libdevice.tanh", a);
+    case Op::Sigmoid:
+      return call("tl.sigmoid", a);
+    case Op::Erf:
+      return call("tl.erf", a);
+    case Op::Floor:
+      return f ? call("tl.floor", a) : a;
+    case Op::Ceil:
+      return f ? call("tl.ceil", a) : a;
     // Round half to even, as torch.round.
-    case Op::Round: return f ? call("libdevice.nearbyint", a) : a;
-    case Op::Trunc: return f ? call("libdevice.trunc", a) : a;
-    case Op::Reciprocal: return "1.0 / " + a;
-    case Op::Sign: return call("coil_sign", a);
-    case Op::IsNan: return f ? "(" + a + " != " + a + ")" : "(" + a + " != " + a + ")";
-    case Op::IsInf: return f ? "(tl.abs(" + a + ") == float(\"inf\"))" : "(" + a + " != " + a + ")";
-    case Op::LogicalNot: return "(" + a + " == 0)";
-    case Op::BitwiseNot: return "~" + a;
-    default: throw std::logic_error(std::string("triton codegen: not a unary op: ") + ir::op_name(op));
+    case Op::Round:
+      return f ? call("libdevice.nearbyint", a) : a;
+    case Op::Trunc:
+      return f ? call("libdevice.trunc", a) : a;
+    case Op::Reciprocal:
+      return "1.0 / " + a;
+    case Op::Sign:
+      return call("coil_sign", a);
+    case Op::IsNan:
+      return f ? "(" + a + " != " + a + ")" : "(" + a + " != " + a + ")";
+    case Op::IsInf:
+      return f ? "(tl.abs(" + a + ") == float(\"inf\"))" : "(" + a + " != " + a + ")";
+    case Op::LogicalNot:
+      return "(" + a + " == 0)";
+    case Op::BitwiseNot:
+      return "~" + a;
+    default:
+      throw std::logic_error(std::string("triton codegen: not a unary op: ") + ir::op_name(op));
   }
 }
 
@@ -104,43 +156,74 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
   auto infix = [&](const char* o) { return a + " " + o + " " + b; };
   auto truthy = [&](const std::string& x) { return boolean ? x : "(" + x + " != 0)"; };
   switch (op) {
-    case Op::Add: return infix("+");
-    case Op::Sub: return infix("-");
-    case Op::Mul: return infix("*");
-    case Op::Div: return infix("/");
-    case Op::FloorDiv: return call(f ? "coil_ffloordiv" : "coil_floordiv", a, b);
+    case Op::Add:
+      return infix("+");
+    case Op::Sub:
+      return infix("-");
+    case Op::Mul:
+      return infix("*");
+    case Op::Div:
+      return infix("/");
+    case Op::FloorDiv:
+      return call(f ? "coil_ffloordiv" : "coil_floordiv", a, b);
     // Triton's integer // already truncates toward zero.
-    case Op::TruncDiv: return f ? call("libdevice.trunc", a + " / " + b) : infix("//");
-    case Op::Remainder: return call(f ? "coil_fremainder" : "coil_mod", a, b);
+    case Op::TruncDiv:
+      return f ? call("libdevice.trunc", a + " / " + b) : infix("//");
+    case Op::Remainder:
+      return call(f ? "coil_fremainder" : "coil_mod", a, b);
     // Triton's % is C's fmod for both floats and integers.
-    case Op::Fmod: return infix("%");
-    case Op::Pow: return f ? call("libdevice.pow", a, b) : call("coil_ipow", a, b);
-    case Op::Atan2: return call("libdevice.atan2", a, b);
+    case Op::Fmod:
+      return infix("%");
+    case Op::Pow:
+      return f ? call("libdevice.pow", a, b) : call("coil_ipow", a, b);
+    case Op::Atan2:
+      return call("libdevice.atan2", a, b);
     case Op::Maximum:
-      return f ? "tl.maximum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)" : call("tl.maximum", a, b);
+      return f ? "tl.maximum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)"
+               : call("tl.maximum", a, b);
     case Op::Minimum:
-      return f ? "tl.minimum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)" : call("tl.minimum", a, b);
-    case Op::Lt: return infix("<");
-    case Op::Le: return infix("<=");
-    case Op::Gt: return infix(">");
-    case Op::Ge: return infix(">=");
-    case Op::Eq: return infix("==");
-    case Op::Ne: return infix("!=");
-    case Op::LogicalAnd: return truthy(a) + " & " + truthy(b);
-    case Op::LogicalOr: return truthy(a) + " | " + truthy(b);
-    case Op::LogicalXor: return truthy(a) + " ^ " + truthy(b);
-    case Op::BitwiseAnd: return infix("&");
-    case Op::BitwiseOr: return infix("|");
-    case Op::BitwiseXor: return infix("^");
-    default: throw std::logic_error(std::string("triton codegen: not a binary op: ") + ir::op_name(op));
+      return f ? "tl.minimum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)"
+               : call("tl.minimum", a, b);
+    case Op::Lt:
+      return infix("<");
+    case Op::Le:
+      return infix("<=");
+    case Op::Gt:
+      return infix(">");
+    case Op::Ge:
+      return infix(">=");
+    case Op::Eq:
+      return infix("==");
+    case Op::Ne:
+      return infix("!=");
+    case Op::LogicalAnd:
+      return truthy(a) + " & " + truthy(b);
+    case Op::LogicalOr:
+      return truthy(a) + " | " + truthy(b);
+    case Op::LogicalXor:
+      return truthy(a) + " ^ " + truthy(b);
+    case Op::BitwiseAnd:
+      return infix("&");
+    case Op::BitwiseOr:
+      return infix("|");
+    case Op::BitwiseXor:
+      return infix("^");
+    default:
+      throw std::logic_error(std::string("triton codegen: not a binary op: ") + ir::op_name(op));
   }
 }
 
-std::string cast_text(const std::string& a, DType from, DType to) {
+std::string cast_text(const std::string& a, DType from, DType to, bool interpreted) {
+  auto reduced = [](DType d) { return d == DType::BFloat16 || d == DType::Float16; };
+  // Conversions to and from bfloat16/float16 go through float32, as torch's do (c10::BFloat16 is
+  // made from a float: a double is rounded twice). Triton's interpreter also converts only
+  // float32 <-> bfloat16 correctly.
+  bool via_f32 = (reduced(from) || reduced(to)) && from != DType::Float32 && to != DType::Float32;
+  std::string x = via_f32 ? a + ".to(tl.float32)" : a;
   // Any nonzero value is true, as in torch; spelled out rather than left to Triton's cast rules.
-  if (to == DType::Bool) return "(" + a + " != 0)";
-  (void)from;
-  return a + ".to(" + dtype_text(to) + ")";
+  if (to == DType::Bool) return "(" + x + " != 0)";
+  if (to == DType::BFloat16 && interpreted) return "coil_f32_to_bf16(" + x + ")";
+  return x + ".to(" + dtype_text(to) + ")";
 }
 
 std::string reduction_identity(ReductionType t, DType d) {
@@ -148,32 +231,49 @@ std::string reduction_identity(ReductionType t, DType d) {
   bool boolean = d == DType::Bool;
   int bits = graph::dtype_itemsize(d) * 8;
   bool is_unsigned = d == DType::UInt8;
-  std::string lowest = is_unsigned ? "0" : (bits == 64 ? "-9223372036854775808" : "-" + std::to_string(int64_t{1} << (bits - 1)));
-  std::string highest = std::to_string(is_unsigned ? 255 : (bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1));
+  std::string lowest = is_unsigned ? "0"
+                                   : (bits == 64 ? "-9223372036854775808"
+                                                 : "-" + std::to_string(int64_t{1} << (bits - 1)));
+  std::string highest =
+      std::to_string(is_unsigned ? 255 : (bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1));
   switch (t) {
-    case ReductionType::Sum: return f ? "0.0" : (boolean ? "False" : "0");
-    case ReductionType::Prod: return f ? "1.0" : (boolean ? "True" : "1");
+    case ReductionType::Sum:
+      return f ? "0.0" : (boolean ? "False" : "0");
+    case ReductionType::Prod:
+      return f ? "1.0" : (boolean ? "True" : "1");
     case ReductionType::Max:
-    case ReductionType::ArgMax: return f ? "float(\"-inf\")" : (boolean ? "False" : lowest);
+    case ReductionType::ArgMax:
+      return f ? "float(\"-inf\")" : (boolean ? "False" : lowest);
     case ReductionType::Min:
-    case ReductionType::ArgMin: return f ? "float(\"inf\")" : (boolean ? "True" : highest);
-    case ReductionType::Any: return "False";
-    case ReductionType::All: return "True";
+    case ReductionType::ArgMin:
+      return f ? "float(\"inf\")" : (boolean ? "True" : highest);
+    case ReductionType::Any:
+      return "False";
+    case ReductionType::All:
+      return "True";
   }
   return "0";
 }
 
-std::string reduction_combine(ReductionType t, DType d, const std::string& acc, const std::string& v) {
+std::string reduction_combine(ReductionType t, DType d, const std::string& acc,
+                              const std::string& v) {
   bool boolean = d == DType::Bool;
   switch (t) {
-    case ReductionType::Sum: return acc + " + " + v;
-    case ReductionType::Prod: return acc + " * " + v;
-    case ReductionType::Max: return boolean ? acc + " | " + v : binary_text(Op::Maximum, acc, v, d);
-    case ReductionType::Min: return boolean ? acc + " & " + v : binary_text(Op::Minimum, acc, v, d);
-    case ReductionType::Any: return acc + " | " + v;
-    case ReductionType::All: return acc + " & " + v;
+    case ReductionType::Sum:
+      return acc + " + " + v;
+    case ReductionType::Prod:
+      return acc + " * " + v;
+    case ReductionType::Max:
+      return boolean ? acc + " | " + v : binary_text(Op::Maximum, acc, v, d);
+    case ReductionType::Min:
+      return boolean ? acc + " & " + v : binary_text(Op::Minimum, acc, v, d);
+    case ReductionType::Any:
+      return acc + " | " + v;
+    case ReductionType::All:
+      return acc + " & " + v;
     case ReductionType::ArgMax:
-    case ReductionType::ArgMin: break;
+    case ReductionType::ArgMin:
+      break;
   }
   throw std::logic_error("triton codegen: argmax/argmin combine pairs (value, index)");
 }
@@ -182,20 +282,27 @@ std::string reduction_final(ReductionType t, DType d, const std::string& block) 
   bool f = is_float(d);
   bool boolean = d == DType::Bool;
   switch (t) {
-    case ReductionType::Sum: return "tl.sum(" + block + ", 1)[:, None]";
-    case ReductionType::Prod: return "tl.reduce(" + block + ", 1, coil_prod_combine)[:, None]";
+    case ReductionType::Sum:
+      return "tl.sum(" + block + ", 1)[:, None]";
+    case ReductionType::Prod:
+      return "tl.reduce(" + block + ", 1, coil_prod_combine)[:, None]";
     // Reductions of bools go through int8: max/min of int1 blocks are not reliable everywhere.
-    case ReductionType::Any: return "(tl.max(" + block + ".to(tl.int8), 1) != 0)[:, None]";
-    case ReductionType::All: return "(tl.min(" + block + ".to(tl.int8), 1) != 0)[:, None]";
+    case ReductionType::Any:
+      return "(tl.max(" + block + ".to(tl.int8), 1) != 0)[:, None]";
+    case ReductionType::All:
+      return "(tl.min(" + block + ".to(tl.int8), 1) != 0)[:, None]";
     case ReductionType::Max:
       if (boolean) return "(tl.max(" + block + ".to(tl.int8), 1) != 0)[:, None]";
       // tl.max drops NaNs; torch.amax propagates them.
-      return f ? "tl.reduce(" + block + ", 1, coil_max_combine)[:, None]" : "tl.max(" + block + ", 1)[:, None]";
+      return f ? "tl.reduce(" + block + ", 1, coil_max_combine)[:, None]"
+               : "tl.max(" + block + ", 1)[:, None]";
     case ReductionType::Min:
       if (boolean) return "(tl.min(" + block + ".to(tl.int8), 1) != 0)[:, None]";
-      return f ? "tl.reduce(" + block + ", 1, coil_min_combine)[:, None]" : "tl.min(" + block + ", 1)[:, None]";
+      return f ? "tl.reduce(" + block + ", 1, coil_min_combine)[:, None]"
+               : "tl.min(" + block + ", 1)[:, None]";
     case ReductionType::ArgMax:
-    case ReductionType::ArgMin: break;
+    case ReductionType::ArgMin:
+      break;
   }
   throw std::logic_error("triton codegen: argmax/argmin reduce pairs (value, index)");
 }

@@ -26,13 +26,17 @@ std::string constant_tensor_text(ir::Value constant);
 
 // `a` and `b` are operand texts; `operand` is the operands' dtype.
 std::string unary_text(ir::Op op, const std::string& a, graph::DType operand);
-std::string binary_text(ir::Op op, const std::string& a, const std::string& b, graph::DType operand);
-std::string cast_text(const std::string& a, graph::DType from, graph::DType to);
+std::string binary_text(ir::Op op, const std::string& a, const std::string& b,
+                        graph::DType operand);
+// interpreted: the kernel runs under Triton's interpreter (CPU tensors), whose float32 -> bfloat16
+// conversion does not round to nearest even; the prelude's coil_f32_to_bf16 does it exactly.
+std::string cast_text(const std::string& a, graph::DType from, graph::DType to, bool interpreted);
 
 // Reductions over a block accumulator [XBLOCK, RBLOCK] of dtype d (not for ArgMax/ArgMin, whose
 // combine is coil_argmax_combine / coil_argmin_combine over (value, index) pairs).
 std::string reduction_identity(ir::ReductionType t, graph::DType d);
-std::string reduction_combine(ir::ReductionType t, graph::DType d, const std::string& acc, const std::string& v);
+std::string reduction_combine(ir::ReductionType t, graph::DType d, const std::string& acc,
+                              const std::string& v);
 // Reduces `block` along axis 1, keeping a [XBLOCK, 1] result.
 std::string reduction_final(ir::ReductionType t, graph::DType d, const std::string& block);
 

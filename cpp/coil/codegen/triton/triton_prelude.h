@@ -7,7 +7,8 @@
 
 namespace coil::codegen::triton {
 
-inline constexpr const char* kPrelude = R"PRELUDE(# ---- coil's Triton helpers (the same in every generated module) ----
+inline constexpr const char* kPrelude =
+    R"PRELUDE(# ---- coil's Triton helpers (the same in every generated module) ----
 
 
 @triton.jit
@@ -54,6 +55,15 @@ def coil_ipow(a, b):
         e = tl.where(e > 0, e >> 1, e)
     neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0))
     return tl.where(b < 0, neg.to(a.dtype), result)
+
+
+@triton.jit
+def coil_f32_to_bf16(x):
+    # float32 -> bfloat16, round to nearest even, NaN kept, in integer ops. Used only by kernels
+    # run under Triton's interpreter, whose own conversion rounds differently.
+    u = x.to(tl.uint32, bitcast=True)
+    r = tl.where((u & 0x7FFFFFFF) > 0x7F800000, u | 0x400000, u + 0x7FFF + ((u >> 16) & 1))
+    return (r >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
 
 
 @triton.jit

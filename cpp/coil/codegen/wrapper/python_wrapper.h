@@ -15,9 +15,13 @@
 
 namespace coil::codegen {
 
+// backend "cpp": kernel_file_source is C++, built through the build cache and called as a library.
+// backend "triton": kernel_file_source is Python (the @triton.jit functions), embedded as is; each
+// kernel is launched through coil.triton_launcher, which picks the launch config.
 std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule& s,
-                                  const std::vector<KernelSource>& kernels, const std::string& kernel_file_source,
-                                  const std::string& title);
+                                  const std::vector<KernelSource>& kernels,
+                                  const std::string& kernel_file_source, const std::string& title,
+                                  const std::string& backend = "cpp");
 
 // A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`.
 std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text);

@@ -1,0 +1,997 @@
+#include "coil/codegen/triton/triton_kernel.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "coil/codegen/triton/triton_ops.h"
+
+namespace coil::codegen {
+
+using graph::DType;
+using ir::Op;
+using ir::Value;
+using sym::Expr;
+
+namespace {
+
+// A reduction whose whole row fits in one block runs "persistent": the row is loaded once, kept in
+// registers, and every stage reuses it (softmax reads its input once instead of three times).
+// 1024 elements per row is where Inductor stops doing this for inner reductions too: beyond it the
+// registers per thread (XBLOCK * RBLOCK / threads, times the values live across stages) spill.
+constexpr int64_t kPersistentMaxRnumel = 1024;
+// Persistent configs keep XBLOCK * RBLOCK at most this, so a block's values fit in registers.
+constexpr int64_t kPersistentMaxBlockElements = 4096;
+// Index arithmetic is int32 when every index, plus a block's overrun, stays below this.
+constexpr int64_t kInt32Limit = int64_t{1} << 31;
+// Masked lanes of an argmax/argmin carry this index so that a real element always wins a tie.
+constexpr const char* kNoIndex = "2147483647";
+
+enum Dims : int { kNone = 0, kX = 1, kR = 2 };
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+int64_t static_size(const Expr& e, const char* what) {
+  auto v = e.as_int();
+  if (!v) {
+    throw std::runtime_error(std::string("triton codegen: symbolic ") + what + " (" + e.str() +
+                             ") is not supported yet; dynamic shapes need the C++ backend");
+  }
+  return *v;
+}
+
+// A kernel with an inner stage runs as a reduction, even over no r dims (argmax of a 0-d tensor).
+bool is_reduction_kernel(const sched::Kernel& k) {
+  if (k.has_reduction()) return true;
+  for (const sched::Stage& st : k.stages) {
+    if (st.inner) return true;
+  }
+  return false;
+}
+
+Expr product(const std::vector<Expr>& v, size_t from = 0) {
+  Expr p = 1;
+  for (size_t i = from; i < v.size(); ++i) p = p * v[i];
+  return p;
+}
+
+// ---- index expressions in Triton syntax ----
+
+// Binding strength of printed text, loosest first (as in sym/print.cpp).
+enum Prec : int { kSum = 2, kProduct = 3, kUnary = 4, kAtom = 5 };
+
+struct Printed {
+  std::string text;
+  int prec;
+};
+
+// Like sym::to_python, except that // and % print as operators only when both operands are known
+// non-negative: Triton's integer // and % truncate toward zero (C semantics), so anything else goes
+// through the prelude's coil_floordiv / coil_mod. Min/Max print as tl.minimum / tl.maximum.
+class IndexPrinter {
+ public:
+  explicit IndexPrinter(const sym::RangeEnv& env) : env_(env) {}
+  std::string print(const Expr& e) { return render(e).text; }
+
+ private:
+  Printed render(const Expr& e) {
+    switch (e.kind()) {
+      case sym::Kind::Int:
+        return {std::to_string(e.int_value()), e.int_value() < 0 ? kUnary : kAtom};
+      case sym::Kind::Symbol:
+        return {e.name(), kAtom};
+      case sym::Kind::Add:
+        return render_sum(e);
+      case sym::Kind::Mul:
+        return render_product(e);
+      case sym::Kind::FloorDiv:
+      case sym::Kind::Mod:
+        return render_division(e);
+      case sym::Kind::Min:
+      case sym::Kind::Max:
+        return render_min_max(e);
+      default:
+        return render_comparison(e);
+    }
+  }
+
+  std::string operand(const Expr& e, int min_prec) {
+    Printed p = render(e);
+    return p.prec >= min_prec ? p.text : "(" + p.text + ")";
+  }
+
+  Printed render_sum(const Expr& e) {
+    std::string s;
+    for (const Expr& t : e.operands()) {
+      bool negative = t.kind() == sym::Kind::Mul && t.int_value() < 0;
+      std::string text = operand(negative ? -t : t, kProduct);
+      if (s.empty()) {
+        s = negative ? "-" + operand(-t, kUnary) : text;
+      } else {
+        s += (negative ? " - " : " + ") + text;
+      }
+    }
+    int64_t c = e.int_value();
+    if (c > 0) s += " + " + std::to_string(c);
+    if (c < 0) s += " - " + std::to_string(-c);
+    return {s, kSum};
+  }
+
+  Printed render_product(const Expr& e) {
+    int64_t c = e.int_value();
+    std::string s = c == 1 ? "" : (c == -1 ? "-" : std::to_string(c) + "*");
+    bool first = true;
+    for (const Expr& f : e.operands()) {
+      s += (first ? "" : "*") + operand(f, kAtom);
+      first = false;
+    }
+    return {s, c < 0 ? kUnary : kProduct};
+  }
+
+  bool nonneg(const Expr& e) const { return sym::statically_known_true(sym::le(0, e), env_); }
+
+  Printed render_division(const Expr& e) {
+    bool is_div = e.kind() == sym::Kind::FloorDiv;
+    const Expr& a = e.operands()[0];
+    const Expr& b = e.operands()[1];
+    if (nonneg(a) && nonneg(b))
+      return {operand(a, kAtom) + (is_div ? " // " : " % ") + operand(b, kAtom), kProduct};
+    return {std::string(is_div ? "coil_floordiv(" : "coil_mod(") + print(a) + ", " + print(b) + ")",
+            kAtom};
+  }
+
+  Printed render_min_max(const Expr& e) {
+    std::string fn = e.kind() == sym::Kind::Min ? "tl.minimum" : "tl.maximum";
+    const std::vector<Expr>& ops = e.operands();
+    std::string s = print(ops.back());
+    for (size_t i = ops.size() - 1; i-- > 0;) s = fn + "(" + print(ops[i]) + ", " + s + ")";
+    return {s, kAtom};
+  }
+
+  Printed render_comparison(const Expr& e) {
+    const char* op = e.kind() == sym::Kind::Lt   ? "<"
+                     : e.kind() == sym::Kind::Le ? "<="
+                     : e.kind() == sym::Kind::Eq ? "=="
+                                                 : "!=";
+    return {"(" + operand(e.operands()[0], kSum) + " " + op + " " + operand(e.operands()[1], kSum) +
+                ")",
+            kAtom};
+  }
+
+  const sym::RangeEnv& env_;
+};
+
+// The innermost frame of a Python stack trace as "file:line: code" (what the user wrote).
+// (Same reading as the C++ renderer's header comments.)
+std::string user_source_line(const std::string& trace) {
+  std::istringstream in(trace);
+  std::string line, frame, code;
+  bool want_code = false;
+  while (std::getline(in, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos) continue;
+    std::string text = line.substr(start);
+    if (text.rfind("File \"", 0) == 0) {
+      size_t q = text.find('"', 6);
+      size_t ln = text.find(", line ", q);
+      size_t end = text.find(',', ln + 7);
+      frame = q == std::string::npos || ln == std::string::npos
+                  ? text
+                  : text.substr(6, q - 6) + ":" +
+                        text.substr(ln + 7,
+                                    end == std::string::npos ? std::string::npos : end - ln - 7);
+      code.clear();
+      want_code = true;
+      continue;
+    }
+    if (want_code && text.find_first_not_of("^~ ") != std::string::npos) {
+      code = text;
+      want_code = false;
+    }
+  }
+  if (frame.empty()) return "";
+  return code.empty() ? frame : frame + ": " + code;
+}
+
+// ---- launch decisions ----
+
+struct LaunchPlan {
+  KernelLaunch launch;
+  bool persistent = false;
+  bool xmask = false;  // some config's XBLOCK does not divide xnumel
+  bool rmask = false;  // likewise for RBLOCK and rnumel
+  std::vector<std::string> decisions;
+};
+
+std::string configs_text(const std::vector<LaunchConfig>& configs) {
+  std::string s;
+  for (const LaunchConfig& c : configs) {
+    s += (s.empty() ? "" : ", ") + std::string("(") + std::to_string(c.xblock);
+    if (c.rblock) s += "x" + std::to_string(c.rblock);
+    s += ", " + std::to_string(c.num_warps) + " warps)";
+  }
+  return s;
+}
+
+void add_config(std::vector<LaunchConfig>& out, LaunchConfig c) {
+  for (const LaunchConfig& o : out) {
+    if (o.xblock == c.xblock && o.rblock == c.rblock && o.num_warps == c.num_warps) return;
+  }
+  out.push_back(c);
+}
+
+int warps_for(int64_t elements, int lo, int hi) {
+  // About 256 elements per warp (8 per thread), as a power of two in [lo, hi].
+  int w = 1;
+  while (w < hi && int64_t{w} * 256 < elements) w *= 2;
+  return std::max(lo, w);
+}
+
+LaunchPlan plan_launch(const sched::Kernel& k) {
+  LaunchPlan p;
+  int64_t xnumel = static_size(product(k.xsizes), "xnumel");
+  int64_t rnumel = static_size(product(k.rsizes), "rnumel");
+  p.launch.xnumel = xnumel;
+  p.launch.rnumel = rnumel;
+  int64_t xcap = next_pow2(std::max<int64_t>(xnumel, 1));
+  auto& cs = p.launch.configs;
+  if (!is_reduction_kernel(k)) {
+    // Bandwidth-bound elementwise work: large blocks, a few sizes to choose from.
+    p.launch.kind = "pointwise";
+    for (int64_t xb : {1024, 512, 256}) {
+      int64_t x = std::min(xb, xcap);
+      add_config(cs, {x, 0, warps_for(x, 1, 4)});
+    }
+    p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
+                          std::to_string(xnumel) + "), configs " + configs_text(cs));
+  } else if (rnumel <= kPersistentMaxRnumel) {
+    p.launch.kind = "persistent_reduction";
+    p.persistent = true;
+    int64_t rb = next_pow2(std::max<int64_t>(rnumel, 1));
+    // Largest XBLOCK first: the default when nothing is tuned (fewest programs).
+    for (int64_t xb : {64, 8, 1}) {
+      int64_t x = std::min(xb, xcap);
+      if (x * rb > kPersistentMaxBlockElements && x > 1) continue;
+      add_config(cs, {x, rb, warps_for(x * rb, 2, 8)});
+    }
+    p.decisions.push_back("reduction strategy: persistent (rnumel=" + std::to_string(rnumel) +
+                          " <= " + std::to_string(kPersistentMaxRnumel) +
+                          "): each row lives in one block, RBLOCK=" + std::to_string(rb) +
+                          "; stages reuse the row in registers; configs " + configs_text(cs));
+  } else {
+    p.launch.kind = "reduction";
+    // Rows (contiguous r) want a wide RBLOCK; columns (strided r) want a wide XBLOCK so that
+    // neighbouring x points read neighbouring addresses. Tuning picks among both shapes.
+    const LaunchConfig candidates[] = {
+        {1, 2048, 8}, {1, 1024, 4}, {8, 512, 4}, {64, 64, 8}, {64, 8, 4}};
+    for (LaunchConfig c : candidates) {
+      c.xblock = std::min(c.xblock, xcap);
+      add_config(cs, c);
+    }
+    p.decisions.push_back(
+        "reduction strategy: looped (rnumel=" + std::to_string(rnumel) + " > " +
+        std::to_string(kPersistentMaxRnumel) +
+        "): block accumulators [XBLOCK, RBLOCK], one loop over r per stage; configs " +
+        configs_text(cs));
+  }
+  for (const LaunchConfig& c : cs) {
+    p.xmask |= xnumel % c.xblock != 0;
+    if (c.rblock) p.rmask |= rnumel % c.rblock != 0;
+  }
+  p.rmask |= p.launch.kind != "pointwise" && rnumel == 0;  // an empty row: every lane is masked
+  return p;
+}
+
+// ---- the renderer ----
+
+class Emitter {
+ public:
+  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k)
+      : prog_(prog), s_(s), k_(k), env_(k.range_env()), printer_(env_), plan_(plan_launch(k)) {
+    reduction_ = is_reduction_kernel(k);
+    for (size_t i = 0; i < k.xsizes.size(); ++i) xvars_.push_back(sched::xvar(static_cast<int>(i)));
+    for (size_t j = 0; j < k.rsizes.size(); ++j) rvars_.push_back(sched::rvar(static_cast<int>(j)));
+    env_.add_index_var(xindex_, plan_.launch.xnumel);
+    env_.add_index_var(rindex_, plan_.launch.rnumel);
+    int64_ = needs_int64();
+    for (const sched::Member& m : k.members)
+      interpreted_ |= prog.buffers[m.buffer].layout.device == "cpu";
+  }
+
+  KernelSource render(const std::string& name) {
+    collect_args();
+    std::ostringstream body;
+    out_ = &body;
+    indent_ = 1;
+    memo_.emplace_back();
+    for (size_t i = 0; i < k_.stages.size(); ++i) render_stage(k_.stages[i], static_cast<int>(i));
+    memo_.pop_back();
+
+    std::ostringstream code;
+    code << header_comment(name);
+    code << "@triton.jit\n";
+    code << "def " << name << "(";
+    for (const KernelArg& a : args_) code << ptr_.at(a.buffer) << ", ";
+    code << "xnumel, ";
+    // rnumel is a compile-time constant: the r loop's bounds are known to the compiler (and the
+    // interpreter's range() needs a Python int).
+    if (reduction_) code << "rnumel: tl.constexpr, ";
+    code << "XBLOCK: tl.constexpr" << (reduction_ ? ", RBLOCK: tl.constexpr" : "") << "):\n";
+    code << prologue();
+    code << body.str();
+
+    KernelSource src;
+    src.name = name;
+    src.code = code.str();
+    src.args = args_;
+    src.launch = plan_.launch;
+    std::set<std::string> origins;
+    for (const sched::Member& m : k_.members) {
+      origins.insert(prog_.buffers[m.buffer].origins.begin(),
+                     prog_.buffers[m.buffer].origins.end());
+    }
+    src.origins.assign(origins.begin(), origins.end());
+    return src;
+  }
+
+ private:
+  struct Available {
+    std::string var;
+    int dims = kNone;
+    Expr index;          // where the producer wrote it (kernel variables)
+    bool check = false;  // a reader must load at exactly that index to use the register value
+  };
+
+  // ---- arguments (as in the C++ renderer: in_ptrN read, out_ptrN written, in-place shares) ----
+
+  bool stored(const std::string& buf) const {
+    auto it = s_.buffers.find(buf);
+    return it == s_.buffers.end() || it->second.stored;
+  }
+
+  const sched::Member* member_of(const std::string& buf) const {
+    for (const sched::Member& m : k_.members) {
+      if (prog_.buffers[m.buffer].name == buf) return &m;
+    }
+    return nullptr;
+  }
+
+  void collect_args() {
+    std::vector<std::string> reads, writes;
+    for (const sched::Member& m : k_.members) {
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      for (const sched::Access& a : sched::buffer_reads(b)) {
+        const sched::Member* producer = member_of(a.buffer);
+        // A value made in this kernel is read from memory only when it is an inner (per x*r point)
+        // value stored in an earlier stage; reduction results and outer values stay in registers.
+        bool per_point = !producer || !producer->inner || prog_.buffer(a.buffer).is_reduction();
+        if (producer && !(!per_point && producer->stage != m.stage && stored(a.buffer))) continue;
+        if (std::find(reads.begin(), reads.end(), a.buffer) == reads.end())
+          reads.push_back(a.buffer);
+      }
+      if (stored(b.name)) writes.push_back(b.name);
+    }
+    std::map<std::string, std::string> in_place;  // read buffer -> written buffer
+    for (const std::string& w : writes) {
+      auto it = s_.buffers.find(w);
+      if (it != s_.buffers.end() && it->second.in_place) in_place[it->second.reuses] = w;
+    }
+    int in = 0, out = 0;
+    for (const std::string& r : reads) {
+      if (std::find(writes.begin(), writes.end(), r) != writes.end() || in_place.count(r)) continue;
+      args_.push_back({r, false});
+      ptr_[r] = "in_ptr" + std::to_string(in++);
+    }
+    for (const std::string& w : writes) {
+      args_.push_back({w, true});
+      ptr_[w] = "out_ptr" + std::to_string(out++);
+    }
+    for (const auto& [r, w] : in_place) ptr_[r] = ptr_[w];
+  }
+
+  // ---- index arithmetic ----
+
+  // Every index the kernel computes, in kernel variables.
+  std::vector<Expr> all_indices() const {
+    std::vector<Expr> out;
+    for (const sched::Member& m : k_.members) {
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      out.push_back(sym::substitute(b.write_index(), m.var_map));
+      for (const Value& v : ir::topo_order({kernel_body(m)})) {
+        if (v.op() == Op::Load || v.op() == Op::IndexExpr) out.push_back(v->index);
+      }
+    }
+    return out;
+  }
+
+  bool needs_int64() {
+    int64_t xmax = 0, rmax = 0;
+    for (const LaunchConfig& c : plan_.launch.configs) {
+      xmax = std::max(xmax, c.xblock);
+      rmax = std::max(rmax, c.rblock);
+    }
+    if (*plan_.launch.xnumel.as_int() + xmax >= kInt32Limit) return true;
+    if (*plan_.launch.rnumel.as_int() + rmax >= kInt32Limit) return true;
+    for (const Expr& e : all_indices()) {
+      sym::Range r = sym::bounds(sym::simplify(e, env_), env_);
+      if (r.lo <= -kInt32Limit || r.hi >= kInt32Limit - xmax - rmax) return true;
+    }
+    return false;
+  }
+
+  // Trailing variables whose coefficients are those of a contiguous walk (c, c*s[n-1], ...) merge
+  // into one term over the flat index: 16*x0 + x1 over sizes [8, 16] is xindex.
+  Expr merge_contiguous(const Expr& e, const std::vector<Expr>& vars,
+                        const std::vector<Expr>& sizes, const Expr& flat) const {
+    size_t n = vars.size();
+    if (n < 2) return e;
+    auto aff = sym::as_affine(e, vars);
+    if (!aff) return e;
+    Expr c = aff->coeffs[n - 1];
+    if (c == Expr(0)) return e;
+    Expr stride = c;
+    size_t k = n;
+    for (size_t i = n; i-- > 0;) {
+      if (sizes[i] == Expr(1)) {
+        k = i;
+        continue;
+      }
+      if (aff->coeffs[i] != stride) break;
+      k = i;
+      stride = stride * sizes[i];
+    }
+    if (n - k < 2) return e;
+    Expr z = k == 0 ? flat : sym::mod(flat, product(sizes, k));
+    Expr out = aff->constant + c * z;
+    for (size_t i = 0; i < k; ++i) out = out + aff->coeffs[i] * vars[i];
+    return out;
+  }
+
+  int dims_of(const Expr& e) const {
+    int d = kNone;
+    for (const Expr& s : sym::free_symbols(e)) {
+      const std::string& n = s.name();
+      if (n[0] == 'x') d |= kX;
+      if (n[0] == 'r') d |= kR;
+    }
+    return d;
+  }
+
+  // An index in kernel variables, printed in Triton syntax; notes which x/r variables it uses.
+  std::string index_text(const Expr& e, int* dims = nullptr) {
+    Expr s = sym::simplify(e, env_);
+    s = merge_contiguous(s, xvars_, k_.xsizes, xindex_);
+    s = merge_contiguous(s, rvars_, k_.rsizes, rindex_);
+    for (const Expr& v : sym::free_symbols(s)) {
+      if (v.name() != "xindex" && v.name() != "rindex" && v.name()[0] != 'x' &&
+          v.name()[0] != 'r') {
+        throw std::runtime_error("triton codegen: symbolic size " + v.name() +
+                                 " is not supported yet");
+      }
+      used_.insert(v.name());
+    }
+    if (dims) *dims = dims_of(s);
+    return printer_.print(s);
+  }
+
+  // x{i} (or r{i}) recovered from the flat index.
+  std::string var_definition(size_t i, const std::vector<Expr>& sizes, const Expr& flat) {
+    Expr inner = product(sizes, i + 1);
+    Expr e = sym::floordiv(flat, inner);
+    if (i > 0) e = sym::mod(e, sizes[i]);
+    return printer_.print(e);
+  }
+
+  std::string shape(int dims) const {
+    if (!reduction_) return "[XBLOCK]";
+    if (dims == (kX | kR)) return "[XBLOCK, RBLOCK]";
+    if (dims == kR) return "[1, RBLOCK]";
+    return "[XBLOCK, 1]";
+  }
+
+  // The block masks that apply to something spanning `dims`.
+  std::string block_mask(int dims) const {
+    std::string m;
+    if ((dims & kX) && plan_.xmask) m = "xmask";
+    if ((dims & kR) && plan_.rmask) m += (m.empty() ? "" : " & ") + std::string("rmask");
+    return m;
+  }
+
+  // ---- values ----
+
+  void line(const std::string& text) { *out_ << std::string(indent_ * 4, ' ') << text << "\n"; }
+
+  Value kernel_body(const sched::Member& m) const {
+    return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
+  }
+
+  const std::string* lookup(Value v) const {
+    for (auto it = memo_.rbegin(); it != memo_.rend(); ++it) {
+      auto f = it->find(v.get());
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  int dims(Value v) const {
+    auto it = dims_.find(v.get());
+    return it == dims_.end() ? kNone : it->second;
+  }
+
+  // An operand's text. A constant is a bare literal where it meets a tensor in an infix operator
+  // or tl.where/tl.maximum (Triton gives it that tensor's type); elsewhere a typed tensor.
+  std::string operand(Value v, bool literal_ok) const {
+    if (v.op() == Op::Constant)
+      return literal_ok ? triton::literal_text(v) : triton::constant_tensor_text(v);
+    return *lookup(v);
+  }
+
+  static bool literal_friendly(Op op, DType d) {
+    switch (op) {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
+      case Op::Eq:
+      case Op::Ne:
+      case Op::Maximum:
+      case Op::Minimum:
+      case Op::BitwiseAnd:
+      case Op::BitwiseOr:
+      case Op::BitwiseXor:
+      case Op::LogicalAnd:
+      case Op::LogicalOr:
+      case Op::LogicalXor:
+      case Op::Fmod:
+        return true;
+      case Op::TruncDiv:
+        return !graph::is_floating(d);
+      default:
+        return false;
+    }
+  }
+
+  std::string load_text(Value v, int* out_dims) {
+    int idims = kNone;
+    std::string idx = index_text(v->index - prog_.buffer(v->buffer).layout.offset, &idims);
+    std::string ptr = ptr_.at(v->buffer) + " + (" + idx + ")";
+    int mdims = v->args.empty() ? kNone : dims(v->args[0]);
+    int all = idims | mdims;
+    std::string mask = block_mask(all);
+    if (!v->args.empty()) mask = operand(v->args[0], false) + (mask.empty() ? "" : " & " + mask);
+    // A mask spanning more than the index: the pointers are broadcast to the mask's shape.
+    if ((mdims & ~idims) != 0) ptr = "tl.broadcast_to(" + ptr + ", " + shape(all) + ")";
+    *out_dims = all;
+    if (mask.empty()) return "tl.load(" + ptr + ")";
+    std::string other = graph::is_floating(v.dtype()) ? "0.0" : "0";
+    return "tl.load(" + ptr + ", " + mask + ", other=" + other + ")";
+  }
+
+  // Emits the lines computing root; returns its text (a tmp name, or a typed constant).
+  std::string value(Value root) {
+    for (const Value& v : ir::topo_order({root})) {
+      if (v.op() == Op::Constant || lookup(v)) continue;
+      std::string text;
+      int d = kNone;
+      switch (v.op()) {
+        case Op::IndexExpr: {
+          std::string e = index_text(v->index, &d);
+          if (d == kNone && sym::free_symbols(sym::simplify(v->index, env_)).empty()) {
+            text = "tl.full([1], " + e + ", " + triton::dtype_text(v.dtype()) + ")";
+          } else {
+            text = "(" + e + ").to(" + triton::dtype_text(v.dtype()) + ")";
+          }
+          break;
+        }
+        case Op::Load: {
+          auto avail = available_.find(v->buffer);
+          if (avail != available_.end() &&
+              (!avail->second.check || sym::simplify(v->index, env_) == avail->second.index)) {
+            memo_.back()[v.get()] = avail->second.var;
+            dims_[v.get()] = avail->second.dims;
+            continue;
+          }
+          // A value this kernel stored in an earlier stage: other threads of the block wrote it.
+          if (member_of(v->buffer)) stage_needs_barrier_ = true;
+          text = load_text(v, &d);
+          break;
+        }
+        case Op::Cast:
+          text = triton::cast_text(operand(v->args[0], false), v->args[0].dtype(), v.dtype(),
+                                   interpreted_);
+          d = dims(v->args[0]);
+          break;
+        case Op::Where: {
+          bool a_const = ir::is_constant(v->args[1]), b_const = ir::is_constant(v->args[2]);
+          text = "tl.where(" + operand(v->args[0], false) + ", " + operand(v->args[1], !b_const) +
+                 ", " + operand(v->args[2], !a_const) + ")";
+          d = dims(v->args[0]) | dims(v->args[1]) | dims(v->args[2]);
+          break;
+        }
+        default:
+          if (v->args.size() == 1) {
+            text = triton::unary_text(v.op(), operand(v->args[0], false), v->args[0].dtype());
+            d = dims(v->args[0]);
+          } else {
+            Value a = v->args[0], b = v->args[1];
+            bool ok = literal_friendly(v.op(), a.dtype());
+            text = triton::binary_text(v.op(), operand(a, ok && !ir::is_constant(b)),
+                                       operand(b, ok && !ir::is_constant(a)), a.dtype());
+            d = dims(a) | dims(b);
+          }
+      }
+      std::string name = "tmp" + std::to_string(next_tmp_++);
+      line(name + " = " + text);
+      memo_.back()[v.get()] = name;
+      dims_[v.get()] = d;
+    }
+    if (root.op() == Op::Constant) return triton::constant_tensor_text(root);
+    return *lookup(root);
+  }
+
+  // ---- members and stages ----
+
+  void store(const ir::Buffer& b, const sched::Member& m, const std::string& var, int value_dims) {
+    if (!stored(b.name)) return;
+    int d = kNone;
+    Expr idx = sym::substitute(b.write_index(), m.var_map);
+    std::string ptr = ptr_.at(b.name) + " + (" + index_text(idx - b.layout.offset, &d) + ")";
+    // One element (a 0-d output): the value may still be a one-lane block.
+    if (d == kNone) value_dims |= kX;
+    // A value spanning more than its index (a full reduction's result, one row per block lane):
+    // the pointers are broadcast to the value's shape; masked lanes stay unwritten.
+    if ((value_dims & ~d) != 0) {
+      d |= value_dims;
+      ptr = "tl.broadcast_to(" + ptr + ", " + shape(d) + ")";
+    }
+    std::string mask = block_mask(d);
+    line("tl.store(" + ptr + ", " + var + (mask.empty() ? "" : ", " + mask) + ")");
+  }
+
+  // Binds buffer b's value to v_<name> (cast to the buffer's dtype), makes it available, stores it.
+  void finish_member(const ir::Buffer& b, const sched::Member& m, const std::string& val,
+                     DType val_dtype, int d, bool check) {
+    std::string var = "v_" + b.name;
+    std::string text = val_dtype == b.layout.dtype
+                           ? val
+                           : triton::cast_text(val, val_dtype, b.layout.dtype, interpreted_);
+    line(var + " = " + text);
+    Expr written = sym::simplify(sym::substitute(b.write_index(), m.var_map), env_);
+    available_[b.name] = {var, d, written, check};
+    store(b, m, var, d);
+  }
+
+  void emit_pointwise(const sched::Member& m) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    Value body = kernel_body(m);
+    std::string val = value(body);
+    finish_member(b, m, val, body.dtype(), ir::is_constant(body) ? kNone : dims(body), false);
+  }
+
+  static bool is_arg(ir::ReductionType t) {
+    return t == ir::ReductionType::ArgMax || t == ir::ReductionType::ArgMin;
+  }
+
+  std::string full_block(const std::string& v, Value value) {
+    if (dims(value) == (kX | kR) && value.op() != Op::Constant) return v;
+    std::string name = "tmp" + std::to_string(next_tmp_++);
+    line(name + " = tl.broadcast_to(" + v + ", [XBLOCK, RBLOCK])");
+    return name;
+  }
+
+  // The row-major position of member m's reduction element within its own reduction ranges.
+  std::string arg_position(const sched::Member& m) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    Expr pos = 0;
+    for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
+      pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
+    }
+    int d = kNone;
+    std::string text = index_text(pos, &d);
+    std::string name = "tmp" + std::to_string(next_tmp_++);
+    if (d == kNone) {
+      line(name + " = tl.full([XBLOCK, RBLOCK], " + text + ", " + index_dtype() + ")");
+    } else {
+      line(name + " = tl.broadcast_to(" + text + ", [XBLOCK, RBLOCK])");
+    }
+    return name;
+  }
+
+  std::string index_dtype() const { return int64_ ? "tl.int64" : "tl.int32"; }
+
+  // One reduction member inside its stage: the per-element combine (looped) or the whole-row
+  // reduction (persistent).
+  void emit_reduction_step(const sched::Member& m) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    Value body = kernel_body(m);
+    DType t = body.dtype();
+    ir::ReductionType rt = *b.reduction;
+    std::string v = full_block(value(body), body);
+    std::string acc = "acc_" + b.name, acci = "acci_" + b.name;
+    std::string mask = plan_.rmask ? "rmask" : "";
+    std::string combine =
+        rt == ir::ReductionType::ArgMax ? "coil_argmax_combine" : "coil_argmin_combine";
+    if (plan_.persistent) {
+      std::string masked = v;
+      if (!mask.empty()) {
+        masked = "tmp" + std::to_string(next_tmp_++);
+        line(masked + " = tl.where(" + mask + ", " + v + ", " + triton::reduction_identity(rt, t) +
+             ")");
+      }
+      if (!is_arg(rt)) {
+        pending_results_.push_back({&m, triton::reduction_final(rt, t, masked), t});
+        return;
+      }
+      std::string pos = arg_position(m);
+      if (!mask.empty()) {
+        std::string p = "tmp" + std::to_string(next_tmp_++);
+        line(p + " = tl.where(" + mask + ", " + pos + ", " + kNoIndex + ")");
+        pos = p;
+      }
+      line("_, " + acci + " = tl.reduce((" + masked + ", " + pos + "), 1, " + combine + ")");
+      pending_results_.push_back({&m, acci + "[:, None]", int64_ ? DType::Int64 : DType::Int32});
+      return;
+    }
+    if (!is_arg(rt)) {
+      std::string next = triton::reduction_combine(rt, t, acc, v);
+      line(acc + " = " +
+           (mask.empty() ? next : "tl.where(" + mask + ", " + next + ", " + acc + ")"));
+      return;
+    }
+    std::string pos = arg_position(m);
+    if (mask.empty()) {
+      line(acc + ", " + acci + " = " + combine + "(" + acc + ", " + acci + ", " + v + ", " + pos +
+           ")");
+      return;
+    }
+    line(acc + "_next, " + acci + "_next = " + combine + "(" + acc + ", " + acci + ", " + v + ", " +
+         pos + ")");
+    line(acc + " = tl.where(" + mask + ", " + acc + "_next, " + acc + ")");
+    line(acci + " = tl.where(" + mask + ", " + acci + "_next, " + acci + ")");
+  }
+
+  struct PendingResult {
+    const sched::Member* member;
+    std::string text;  // the [XBLOCK, 1] result
+    DType dtype;
+  };
+
+  void render_stage(const sched::Stage& stage, int index) {
+    stage_needs_barrier_ = false;
+    if (!stage.inner) {
+      std::ostringstream text;
+      std::ostringstream* saved = out_;
+      out_ = &text;
+      for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+      out_ = saved;
+      emit_stage_text(stage, index, text.str(), indent_);
+      return;
+    }
+    std::vector<const sched::Member*> reductions;
+    for (int mi : stage.members) {
+      const sched::Member& m = k_.members[mi];
+      if (prog_.buffers[m.buffer].is_reduction()) reductions.push_back(&m);
+    }
+    std::ostringstream text;
+    std::ostringstream* saved = out_;
+    out_ = &text;
+    int outer_indent = indent_;
+    std::set<std::string> outer_used = used_;
+    if (!plan_.persistent) {
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        DType t = b.body.dtype();
+        line("acc_" + b.name + " = tl.full([XBLOCK, RBLOCK], " +
+             triton::reduction_identity(*b.reduction, t) + ", " + triton::dtype_text(t) + ")");
+        if (is_arg(*b.reduction)) {
+          line("acci_" + b.name + " = tl.full([XBLOCK, RBLOCK], " + kNoIndex + ", " +
+               index_dtype() + ")");
+        }
+      }
+      line("for roffset in range(0, rnumel, RBLOCK):");
+      ++indent_;
+      used_.clear();
+      line("rindex = roffset + rbase");
+      if (plan_.rmask) line("rmask = rindex < rnumel");
+      memo_.emplace_back();
+    }
+    std::map<std::string, Available> saved_available = available_;
+    size_t body_start = text.str().size();
+    for (int mi : stage.members) {
+      const sched::Member& m = k_.members[mi];
+      if (prog_.buffers[m.buffer].is_reduction()) {
+        emit_reduction_step(m);
+      } else {
+        emit_pointwise(m);
+      }
+    }
+    std::string stage_text = text.str();
+    if (!plan_.persistent) {
+      memo_.pop_back();
+      // r variables go right after rindex, inside the loop.
+      std::string defs;
+      for (size_t j = 0; j < rvars_.size(); ++j) {
+        if (!used_.count(rvars_[j].name())) continue;
+        defs += std::string(indent_ * 4, ' ') + rvars_[j].name() + " = " +
+                var_definition(j, k_.rsizes, rindex_) + "\n";
+      }
+      for (const std::string& u : used_) outer_used.insert(u);
+      used_ = outer_used;
+      stage_text.insert(body_start, defs);
+      --indent_;
+      available_ = saved_available;
+      // Results of the loop: one value per x point.
+      out_ = &text;
+      text.str("");
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        DType t = b.body.dtype();
+        if (is_arg(*b.reduction)) {
+          line("_, " + std::string("acci_") + b.name + " = tl.reduce((acc_" + b.name + ", acci_" +
+               b.name + "), 1, " +
+               (*b.reduction == ir::ReductionType::ArgMax ? "coil_argmax_combine"
+                                                          : "coil_argmin_combine") +
+               ")");
+          pending_results_.push_back(
+              {m, "acci_" + b.name + "[:, None]", int64_ ? DType::Int64 : DType::Int32});
+        } else {
+          pending_results_.push_back(
+              {m, triton::reduction_final(*b.reduction, t, "acc_" + b.name), t});
+        }
+      }
+      stage_text += text.str();
+    } else {
+      // Persistent: values of the whole row stay in registers for later stages, as long as a reader
+      // loads them at the index they were written.
+      for (auto& [name, a] : available_) {
+        if (!saved_available.count(name)) a.check = true;
+      }
+    }
+    text.str("");
+    out_ = &text;
+    for (const PendingResult& r : pending_results_) {
+      const ir::Buffer& b = prog_.buffers[r.member->buffer];
+      finish_member(b, *r.member, r.text, r.dtype, kX, false);
+    }
+    pending_results_.clear();
+    stage_text += text.str();
+    out_ = saved;
+    emit_stage_text(stage, index, stage_text, outer_indent);
+  }
+
+  void emit_stage_text(const sched::Stage& stage, int index, const std::string& text, int indent) {
+    std::string members;
+    for (int mi : stage.members) {
+      const ir::Buffer& b = prog_.buffers[k_.members[mi].buffer];
+      members +=
+          " " + b.name +
+          (b.is_reduction() ? std::string("[") + ir::reduction_name(*b.reduction) + "]" : "");
+    }
+    std::string pad(indent * 4, ' ');
+    if (reduction_) {
+      *out_ << pad << "# stage " << index << " ("
+            << (stage.inner ? (plan_.persistent ? "whole row" : "loop over r") : "per x point")
+            << "):" << members << "\n";
+    }
+    if (stage_needs_barrier_)
+      *out_ << pad << "tl.debug_barrier()  # reads values stored by an earlier stage\n";
+    *out_ << text;
+  }
+
+  std::string prologue() {
+    std::ostringstream p;
+    std::string pid = int64_ ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
+    p << "    xoffset = " << pid << " * XBLOCK\n";
+    p << "    xindex = xoffset + tl.arange(0, XBLOCK)" << (reduction_ ? "[:, None]" : "") << "\n";
+    if (plan_.xmask) p << "    xmask = xindex < xnumel\n";
+    std::string arange =
+        std::string("tl.arange(0, RBLOCK)[None, :]") + (int64_ ? ".to(tl.int64)" : "");
+    if (reduction_ && plan_.persistent) {
+      p << "    rindex = " << arange << "\n";
+      if (plan_.rmask) p << "    rmask = rindex < rnumel\n";
+    } else if (reduction_) {
+      p << "    rbase = " << arange << "\n";
+    }
+    for (size_t i = 0; i < xvars_.size(); ++i) {
+      if (used_.count(xvars_[i].name()))
+        p << "    " << xvars_[i].name() << " = " << var_definition(i, k_.xsizes, xindex_) << "\n";
+    }
+    if (plan_.persistent) {
+      for (size_t j = 0; j < rvars_.size(); ++j) {
+        if (used_.count(rvars_[j].name()))
+          p << "    " << rvars_[j].name() << " = " << var_definition(j, k_.rsizes, rindex_) << "\n";
+      }
+    }
+    return p.str();
+  }
+
+  std::string header_comment(const std::string& name) const {
+    std::ostringstream c;
+    c << "# " << name << "\n";
+    std::set<std::string> origins;
+    for (const sched::Member& m : k_.members) {
+      origins.insert(prog_.buffers[m.buffer].origins.begin(),
+                     prog_.buffers[m.buffer].origins.end());
+    }
+    c << "# graph nodes:";
+    for (const auto& o : origins) {
+      auto t = prog_.node_targets.find(o);
+      c << " " << o << (t != prog_.node_targets.end() ? " (" + t->second + ")" : "");
+    }
+    c << "\n";
+    std::set<std::string> lines;
+    for (const auto& o : origins) {
+      auto st = prog_.stack_traces.find(o);
+      if (st == prog_.stack_traces.end()) continue;
+      std::string where = user_source_line(st->second);
+      if (!where.empty()) lines.insert(where);
+    }
+    for (const auto& l : lines) c << "# source: " << l << "\n";
+    c << "# buffers:";
+    for (const sched::Member& m : k_.members) {
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      c << " " << b.name << (stored(b.name) ? "" : "(local)");
+    }
+    c << "\n";
+    // The scheduler's CPU loop strategies (column blocks, 2-D tiles) do not apply here.
+    for (const auto& d : k_.decisions) {
+      if (d.rfind("reduction strategy", 0) == 0 || d.rfind("tiling", 0) == 0) continue;
+      c << "# decision: " << d << "\n";
+    }
+    for (const auto& d : plan_.decisions) c << "# decision: " << d << "\n";
+    c << "# decision: " << (int64_ ? "int64" : "int32") << " index arithmetic"
+      << (int64_ ? " (some index may reach 2^31)" : " (every index < 2^31)") << "\n";
+    return c.str();
+  }
+
+  const ir::Program& prog_;
+  const sched::Schedule& s_;
+  const sched::Kernel& k_;
+  sym::RangeEnv env_;
+  IndexPrinter printer_;
+  LaunchPlan plan_;
+  bool reduction_ = false;
+  bool int64_ = false;
+  bool interpreted_ = false;  // CPU tensors: the kernel runs under Triton's interpreter
+  Expr xindex_ = Expr::symbol("xindex");
+  Expr rindex_ = Expr::symbol("rindex");
+  std::vector<Expr> xvars_, rvars_;
+  std::ostringstream* out_ = nullptr;
+  int indent_ = 1;
+  int next_tmp_ = 0;
+  bool stage_needs_barrier_ = false;
+  std::vector<KernelArg> args_;
+  std::map<std::string, std::string> ptr_;
+  std::map<std::string, Available> available_;
+  std::set<std::string> used_;  // x/r variables (and xindex/rindex) that printed indices mention
+  std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
+  std::unordered_map<const ir::ScalarNode*, int> dims_;
+  std::vector<PendingResult> pending_results_;
+};
+
+}  // namespace
+
+std::string triton_kernel_prefix(const sched::Kernel& k) {
+  if (!is_reduction_kernel(k)) return "triton_poi";
+  auto r = product(k.rsizes).as_int();
+  return r && *r <= kPersistentMaxRnumel ? "triton_per" : "triton_red";
+}
+
+KernelSource render_triton_kernel(const ir::Program& prog, const sched::Schedule& s,
+                                  const sched::Kernel& k, const std::string& name) {
+  Emitter e(prog, s, k);
+  return e.render(name);
+}
+
+}  // namespace coil::codegen

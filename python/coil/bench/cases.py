@@ -1,0 +1,415 @@
+"""The benchmark cases: what each one computes, at which size on which device, and how many bytes
+a memory-bound case must move at the least.
+
+A case builds, for a device and a size class, a `Built`: the function to compile (a plain function
+or an nn.Module), its inputs, a short shape/dtype description, the minimal bytes (memory-bound
+cases only: every input read once, every output written once) and correctness tolerances.
+Sizes: "cpu" (fp32, small enough for a 2-core machine; the memory-bound inputs are 64 MB, twice a
+typical last-level cache, so that repeated calls cannot run from cache), "cuda" (bf16, the sizes of
+shared/reference/measured-anchors.md) and "tiny" (for the harness's own test).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class NotAvailable(Exception):
+    """The case needs a library this machine does not have (shown as "not available here")."""
+
+
+@dataclasses.dataclass
+class Built:
+    fn: Callable  # what torch.compile wraps: a function or an nn.Module
+    inputs: tuple
+    desc: str  # shape/dtype, for the table
+    min_bytes: int | None = None  # memory-bound cases: inputs read once + outputs written once
+    train: bool = False  # one training step: forward, loss = mean(output**2), backward
+    autocast: bool = False  # CUDA training in bf16 autocast (parameters stay fp32)
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    # models: compare by relative error ||actual - eager|| / ||eager|| per output instead of
+    # elementwise (a deep network in bf16 drifts elementwise while being right)
+    rel_err: float | None = None
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    kind: str  # "micro" or "model"
+    build: Callable[[str, str], Built]  # (device, size class) -> Built
+    quick: bool = False  # part of the --quick set
+    compile_probe: bool = False  # --quick also measures its cold/warm compile time
+
+    @property
+    def train(self) -> bool:
+        return self.name.endswith("_train")
+
+
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _dtype(device: str) -> torch.dtype:
+    return torch.bfloat16 if device == "cuda" else torch.float32
+
+
+def _tol(dtype: torch.dtype, loose: bool = False) -> dict:
+    if dtype == torch.bfloat16:
+        return {"atol": 5e-2, "rtol": 5e-2} if loose else {"atol": 2e-2, "rtol": 2e-2}
+    return {"atol": 2e-3, "rtol": 2e-3} if loose else {"atol": 1e-4, "rtol": 1e-4}
+
+
+def _pick(size: str, cpu, cuda, tiny):
+    return {"cpu": cpu, "cuda": cuda, "tiny": tiny}[size]
+
+
+def _desc(shape, dtype) -> str:
+    dims = "x".join(str(s) for s in shape) if isinstance(shape, tuple) else str(shape)
+    return f"{dims} {str(dtype).replace('torch.', '')}"
+
+
+# --------------------------------------------------------------------------------------------
+# microbenchmarks
+# --------------------------------------------------------------------------------------------
+
+
+def pointwise_chain(x, y, z):
+    return F.gelu(x * y + z).relu() * 0.5
+
+
+def softmax_last(x):
+    return torch.softmax(x, dim=-1)
+
+
+def log_softmax_last(x):
+    return torch.log_softmax(x, dim=-1)
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def sum_rows(x):
+    return x.sum(dim=1)
+
+
+def sum_cols(x):
+    return x.sum(dim=0)
+
+
+def mean_var(x):
+    return torch.var_mean(x, dim=-1, correction=0)
+
+
+def transpose_add(x, y):
+    return x.t() + y
+
+
+def matmul_bias_gelu(x, w, b):
+    return F.gelu(x @ w + b)
+
+
+def _pointwise(device, size):
+    n = _pick(size, 1 << 24, 1 << 28, 1 << 12)
+    dt = _dtype(device)
+    xs = tuple(torch.randn(n, device=device, dtype=dt) for _ in range(3))
+    return Built(pointwise_chain, xs, _desc((n,), dt), _nbytes(*xs) + _nbytes(xs[0]), **_tol(dt))
+
+
+def _rows_cols(device, size, cpu=(4096, 4096), cuda=(8192, 32768), dtype=None):
+    shape = _pick(size, cpu, cuda, (64, 128))
+    return shape, dtype or _dtype(device)
+
+
+def _row_op(fn):
+    def build(device, size):
+        shape, dt = _rows_cols(device, size)
+        x = torch.randn(shape, device=device, dtype=dt)
+        return Built(fn, (x,), _desc(shape, dt), 2 * _nbytes(x), **_tol(dt))
+
+    return build
+
+
+def _layer_norm(device, size):
+    shape, dt = _rows_cols(device, size, (16384, 1024), (32768, 4096))
+    mod = nn.LayerNorm(shape[1]).to(device=device, dtype=dt)
+    with torch.no_grad():
+        mod.weight.normal_()
+        mod.bias.normal_()
+    x = torch.randn(shape, device=device, dtype=dt)
+    return Built(
+        mod,
+        (x,),
+        _desc(shape, dt),
+        2 * _nbytes(x) + _nbytes(mod.weight, mod.bias),
+        **_tol(dt, loose=True),
+    )
+
+
+def _rms_norm(device, size):
+    shape, dt = _rows_cols(device, size, (16384, 1024), (32768, 4096))
+    x = torch.randn(shape, device=device, dtype=dt)
+    w = torch.randn(shape[1], device=device, dtype=dt)
+    return Built(
+        rms_norm, (x, w), _desc(shape, dt), 2 * _nbytes(x) + _nbytes(w), **_tol(dt, loose=True)
+    )
+
+
+def _reduce(fn, out_dim):
+    def build(device, size):
+        shape, dt = _rows_cols(device, size, (4096, 4096), (16384, 16384), torch.float32)
+        x = torch.randn(shape, device=device, dtype=dt)
+        out = shape[out_dim] * x.element_size()
+        return Built(fn, (x,), _desc(shape, dt), _nbytes(x) + out, atol=1e-2, rtol=1e-4)
+
+    return build
+
+
+def _mean_var(device, size):
+    shape, dt = _rows_cols(device, size, (4096, 4096), (16384, 16384))
+    x = torch.randn(shape, device=device, dtype=dt)
+    return Built(
+        mean_var,
+        (x,),
+        _desc(shape, dt),
+        _nbytes(x) + 2 * shape[0] * x.element_size(),
+        **_tol(dt, loose=True),
+    )
+
+
+def _transpose_add(device, size):
+    shape, dt = _rows_cols(device, size, (4096, 4096), (16384, 16384))
+    x = torch.randn(shape, device=device, dtype=dt)
+    y = torch.randn(shape, device=device, dtype=dt)
+    return Built(transpose_add, (x, y), _desc(shape, dt), 3 * _nbytes(x), **_tol(dt))
+
+
+def _mm_bias_gelu(device, size):
+    m, k, n = _pick(size, (512, 1024, 1024), (8192, 4096, 4096), (32, 64, 64))
+    dt = _dtype(device)
+    x = torch.randn(m, k, device=device, dtype=dt)
+    w = torch.randn(k, n, device=device, dtype=dt) / math.sqrt(k)
+    b = torch.randn(n, device=device, dtype=dt)
+    return Built(
+        matmul_bias_gelu,
+        (x, w, b),
+        f"{m}x{k} @ {k}x{n} {_desc((), dt).strip()}",
+        **_tol(dt, loose=True),
+    )
+
+
+class Attention(nn.Module):
+    """One self-attention block written out (no fused SDPA), so the softmax can be fused."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.norm(x)).view(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // h), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, d)
+        return x + self.proj(y)
+
+
+def _attention(train: bool):
+    def build(device, size):
+        b, s, d, h = _pick(size, (1, 256, 512, 8), (8, 1024, 1024, 16), (1, 16, 32, 4))
+        dt = _dtype(device)
+        mod = Attention(d, h).to(device)
+        x = torch.randn(b, s, d, device=device)
+        if not train:
+            mod, x = mod.to(dt), x.to(dt)
+        tol = _tol(dt, loose=True)
+        return Built(
+            mod,
+            (x,),
+            f"{b}x{s}x{d}, {h} heads {_desc((), dt).strip()}",
+            train=train,
+            autocast=train and device == "cuda",
+            **tol,
+        )
+
+    return build
+
+
+# --------------------------------------------------------------------------------------------
+# models (random initialisation, nothing downloaded)
+# --------------------------------------------------------------------------------------------
+
+
+class FirstOutput(nn.Module):
+    """Wraps a transformers model so that the compiled function returns one tensor."""
+
+    def __init__(self, model: nn.Module, names: tuple = ("input_ids",), **kwargs):
+        super().__init__()
+        self.model = model
+        self.names = names
+        self.kwargs = kwargs
+
+    def forward(self, *args):
+        return self.model(**dict(zip(self.names, args)), **self.kwargs)[0]
+
+
+def _need(module: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise NotAvailable(f"{module} is not installed")
+
+
+def _finish_model(model, inputs, desc, device, train):
+    dt = _dtype(device)
+    model = model.to(device)
+    if train:
+        model.train()
+    else:
+        model = model.eval().to(dt)
+    if train:  # the loss and gradients through a whole model
+        tol = {"rel_err": 5e-2 if device == "cuda" else 1e-2}
+    else:
+        tol = {"rel_err": 2e-2 if dt == torch.bfloat16 else 1e-3}
+    precision = "fp32 + bf16 autocast" if train and device == "cuda" else str(dt)[6:]
+    return Built(
+        model,
+        inputs,
+        f"{desc} {precision}",
+        train=train,
+        autocast=train and device == "cuda",
+        **tol,
+    )
+
+
+def _gpt2(train: bool):
+    def build(device, size):
+        _need("transformers")
+        from transformers import GPT2Config, GPT2Model
+
+        if train:
+            b, s = _pick(size, (1, 64), (4, 512), (1, 8))
+        else:
+            b, s = _pick(size, (1, 128), (8, 512), (1, 8))
+        cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        if size == "tiny":
+            cfg.n_layer, cfg.n_embd, cfg.n_head = 1, 64, 2
+        model = FirstOutput(GPT2Model(cfg), use_cache=False)
+        ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
+        return _finish_model(model, (ids,), f"batch {b}x{s}", device, train)
+
+    return build
+
+
+def _bert(train: bool):
+    def build(device, size):
+        _need("transformers")
+        from transformers import BertConfig, BertModel
+
+        b, s = _pick(size, (1, 128), (16, 512), (1, 8))
+        cfg = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = FirstOutput(BertModel(cfg, add_pooling_layer=False))
+        ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
+        return _finish_model(model, (ids,), f"batch {b}x{s}", device, train)
+
+    return build
+
+
+def _t5(train: bool):
+    def build(device, size):
+        _need("transformers")
+        from transformers import T5Config, T5Model
+
+        b, s = _pick(size, (1, 128), (8, 512), (1, 8))
+        cfg = T5Config(
+            vocab_size=32128,
+            d_model=512,
+            d_kv=64,
+            d_ff=2048,
+            num_layers=6,
+            num_decoder_layers=6,
+            num_heads=8,
+            dropout_rate=0.0,
+            use_cache=False,
+        )
+        model = FirstOutput(T5Model(cfg), ("input_ids", "decoder_input_ids"), use_cache=False)
+        ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
+        dec = torch.randint(0, cfg.vocab_size, (b, s), device=device)
+        return _finish_model(model, (ids, dec), f"batch {b}x{s} (enc+dec)", device, train)
+
+    return build
+
+
+def _vision(name: str, timm_name: str, train: bool):
+    def build(device, size):
+        if importlib.util.find_spec("torchvision") is not None:
+            import torchvision.models as tvm
+
+            model = getattr(tvm, name)(weights=None)
+        elif importlib.util.find_spec("timm") is not None:
+            import timm
+
+            model = timm.create_model(timm_name, pretrained=False)
+        else:
+            raise NotAvailable("neither torchvision nor timm is installed")
+        b = _pick(size, 1, 64, 1)
+        if train:
+            b = _pick(size, 2, 32, 2)
+        x = torch.randn(b, 3, 224, 224, device=device)
+        if not train:
+            x = x.to(_dtype(device))
+        return _finish_model(model, (x,), f"batch {b}x3x224x224", device, train)
+
+    return build
+
+
+# --------------------------------------------------------------------------------------------
+# the registry
+# --------------------------------------------------------------------------------------------
+
+CASES: list[Case] = [
+    Case("pointwise_chain", "micro", _pointwise, quick=True, compile_probe=True),
+    Case("softmax", "micro", _row_op(softmax_last), quick=True),
+    Case("log_softmax", "micro", _row_op(log_softmax_last), quick=True),
+    Case("layer_norm", "micro", _layer_norm, quick=True),
+    Case("rms_norm", "micro", _rms_norm, quick=True),
+    Case("sum_rows", "micro", _reduce(sum_rows, 0), quick=True),
+    Case("sum_cols", "micro", _reduce(sum_cols, 1), quick=True),
+    Case("mean_var", "micro", _mean_var, quick=True),
+    Case("transpose_add", "micro", _transpose_add, quick=True),
+    Case("mm_bias_gelu", "micro", _mm_bias_gelu, quick=True),
+    Case("attention", "micro", _attention(False), quick=True),
+    Case("attention_train", "micro", _attention(True), quick=True),
+    Case("gpt2", "model", _gpt2(False), quick=True),
+    Case("gpt2_train", "model", _gpt2(True)),
+    Case("bert", "model", _bert(False)),
+    Case("bert_train", "model", _bert(True)),
+    Case("t5_small", "model", _t5(False)),
+    Case("resnet18", "model", _vision("resnet18", "resnet18", False), quick=True),
+    Case("resnet50", "model", _vision("resnet50", "resnet50", False)),
+    Case("resnet50_train", "model", _vision("resnet50", "resnet50", True)),
+    Case("vit_b_16", "model", _vision("vit_b_16", "vit_base_patch16_224", False)),
+    Case("mobilenet_v3", "model", _vision("mobilenet_v3_large", "mobilenetv3_large_100", False)),
+]
+
+
+def find(name: str) -> Case:
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise KeyError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}")
+
+
+def select(names: list[str] | None, quick: bool) -> list[Case]:
+    if names:
+        return [find(n) for n in names]
+    return [c for c in CASES if c.quick or not quick]

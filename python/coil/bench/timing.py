@@ -1,0 +1,328 @@
+"""Running one case side by side: eager, Inductor and coil in one process, repetitions interleaved
+round robin (the order rotates each repetition), warm-up calls excluded, medians reported, every
+compiled output checked against eager.
+
+CPU calls are timed with time.perf_counter; CUDA calls with CUDA events and a synchronize.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+
+from coil.bench.cases import Built, Case, NotAvailable
+
+BACKENDS = ("eager", "inductor", "coil")
+
+
+# --------------------------------------------------------------------------------------------
+# progress
+# --------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A progress line on stderr: tqdm when installed, a plain carriage-return line otherwise."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self._bar = None
+        self._start = time.perf_counter()
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, file=sys.stderr, unit="step", dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def step(self, label: str, advance: int = 1) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.set_description(label[:40])
+            self._bar.update(advance)
+            return
+        self.done += advance
+        elapsed = time.perf_counter() - self._start
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        print(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+            f"{elapsed:6.0f}s {label[:40]:<40}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def label(self, label: str) -> None:
+        if self.enabled and self._bar is not None:
+            self._bar.set_description(label[:40])
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            print(file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# timers
+# --------------------------------------------------------------------------------------------
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_call(fn, device: str) -> float:
+    """Seconds one call of fn takes (CUDA: device time between two events)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def copy_bandwidth(device: str, reps: int = 20) -> dict:
+    """Bytes read + written per second by dst.copy_(src) on a large tensor: the practical
+    bandwidth ceiling that memory-bound kernels are measured against."""
+    numel = (1 << 29) if device == "cuda" else (1 << 25)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    src = torch.randn(numel, device=device, dtype=dtype)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = [time_call(lambda: dst.copy_(src), device) for _ in range(reps)]
+    seconds = statistics.median(times)
+    nbytes = 2 * src.numel() * src.element_size()
+    return {"bytes": nbytes, "median_ms": seconds * 1e3, "gbps": nbytes / seconds / 1e9}
+
+
+# --------------------------------------------------------------------------------------------
+# one case
+# --------------------------------------------------------------------------------------------
+
+
+def _make_step(compiled, built: Built, device: str):
+    """A zero-argument callable running one call (inference) or one training step."""
+    inputs = built.inputs
+    if not built.train:
+
+        def infer():
+            with torch.no_grad():
+                return compiled(*inputs)
+
+        return infer
+    params = [p for p in built.fn.parameters() if p.requires_grad]
+
+    def train_step():
+        for p in params:
+            p.grad = None
+        ctx = (
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if built.autocast
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            out = compiled(*inputs)
+        # squared: a plain mean of a LayerNorm'd output is close to 0, which would make the
+        # loss a badly conditioned thing to compare against eager
+        loss = out.float().square().mean()
+        loss.backward()
+        # the loss and a few gradients, to check against eager
+        grads = [p.grad.detach().clone() for p in params[-3:] if p.grad is not None]
+        return [loss.detach(), *grads]
+
+    return train_step
+
+
+def _compare(actual, expected, built: Built) -> tuple[bool, str]:
+    """Compiled outputs against eager's: assert_close with the case's tolerances, or for models
+    the relative error of each output against the case's rel_err. Returns (ok, message)."""
+    a_flat = actual if isinstance(actual, (list, tuple)) else [actual]
+    e_flat = expected if isinstance(expected, (list, tuple)) else [expected]
+    if len(a_flat) != len(e_flat):
+        return False, f"{len(a_flat)} outputs, eager has {len(e_flat)}"
+    worst_abs, worst_rel = 0.0, 0.0
+    for i, (a, e) in enumerate(zip(a_flat, e_flat)):
+        a, e = a.detach().float(), e.detach().float()
+        if a.shape != e.shape:
+            return False, f"output {i}: shape {tuple(a.shape)}, eager {tuple(e.shape)}"
+        if not e.numel():
+            continue
+        worst_abs = max(worst_abs, (a - e).abs().max().item())
+        rel = ((a - e).norm() / e.norm().clamp_min(1e-30)).item()
+        worst_rel = max(worst_rel, rel)
+        if built.rel_err is not None:
+            if not rel <= built.rel_err:  # also catches NaN
+                return False, f"output {i}: relative error {rel:.2e} > {built.rel_err:.0e}"
+            continue
+        try:
+            torch.testing.assert_close(a, e, atol=built.atol, rtol=built.rtol)
+        except AssertionError as err:
+            lines = str(err).strip().splitlines()
+            return False, f"output {i}: " + " ".join(lines[:3])[:300]
+    return True, f"max abs err {worst_abs:.2e}, relative {worst_rel:.2e}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+    return text[:300]
+
+
+def _compile(backend: str, built: Built):
+    if backend == "eager":
+        return built.fn
+    if backend == "inductor":
+        return torch.compile(built.fn)
+    return torch.compile(built.fn, backend="coil")
+
+
+def _first_call(backend: str, step, device: str, result: dict) -> object:
+    """The first call compiles; its wall time and the compiler's records go into result."""
+    coil_mod = None
+    if backend == "coil":
+        import coil as coil_mod
+
+        before = len(coil_mod.compiled_graphs())
+    if backend == "inductor":
+        from torch._inductor import metrics
+
+        metrics.generated_kernel_count = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        out = step()
+        sync(device)
+        result["first_call_s"] = time.perf_counter() - start
+    if backend == "inductor":
+        from torch._inductor import metrics
+
+        result["kernels"] = metrics.generated_kernel_count
+    if coil_mod is not None:
+        records = coil_mod.compiled_graphs()[before:]
+        result["graphs"] = len(records)
+        result["kernels"] = sum(len(r.kernel_names) for r in records)
+        result["renderers"] = sorted({getattr(r, "backend", "") or "?" for r in records})
+        result["extern_ops"] = sorted({op for r in records for op in r.extern_ops})
+        result["fallback_ops"] = sorted({op for r in records for op in r.fallback_ops})
+        result["coil_seconds"] = {}
+        for r in records:
+            for k, v in r.seconds.items():
+                result["coil_seconds"][k] = result["coil_seconds"].get(k, 0.0) + v
+        failed = [r for r in records if r.eager_fallback]
+        if failed:
+            msgs = [str(w.message) for w in caught if type(w.message).__name__ == "CoilWarning"]
+            why = msgs[0] if msgs else f"graph {failed[0].graph_id} fell back to eager"
+            result["status"] = "could not run"
+            result["reason"] = f"{len(failed)}/{len(records)} graphs ran eagerly; {why}"[:400]
+        elif not records:
+            result["status"] = "could not run"
+            result["reason"] = "coil was handed no graph"
+    return out
+
+
+def run_case(
+    case: Case,
+    device: str,
+    size: str,
+    backends: tuple,
+    reps_budget_s: float,
+    min_reps: int,
+    max_reps: int,
+    warmup: int,
+    progress: Progress | None = None,
+) -> dict:
+    """Builds, compiles, checks and times one case; never raises."""
+    row = {
+        "case": case.name,
+        "kind": case.kind,
+        "train": case.train,
+        "device": device,
+        "status": "ok",
+        "backends": {},
+    }
+    torch.manual_seed(0)
+    try:
+        built = case.build(device, size)
+    except NotAvailable as e:
+        row.update(status="not available here", reason=str(e))
+        return row
+    except Exception as e:  # noqa: BLE001 - a broken case is reported, not fatal
+        row.update(status="build failed", reason=_reason(e))
+        return row
+    row["desc"] = built.desc
+    row["min_bytes"] = built.min_bytes
+    torch._dynamo.reset()
+
+    steps, results = {}, {}
+    expected = None
+    for backend in backends:
+        if progress:
+            progress.label(f"{case.name}: compile {backend}")
+        res = {"status": "ok"}
+        results[backend] = res
+        try:
+            step = _make_step(_compile(backend, built), built, device)
+            out = _first_call(backend, step, device, res)
+        except Exception as e:  # noqa: BLE001
+            res.update(status="failed" if backend != "coil" else "could not run", reason=_reason(e))
+            res["traceback"] = traceback.format_exc(limit=6)
+            continue
+        if backend == "eager":
+            expected = out
+        elif expected is not None:
+            ok, msg = _compare(out, expected, built)
+            res["correct"] = ok
+            res["check"] = msg
+        if res["status"] == "ok":
+            steps[backend] = step
+
+    # warm-up (excluded), then an estimate of one call to size the repetitions; a case whose eager
+    # call takes over half a second (a model on a small CPU) gets one warm-up call and 3 reps
+    if results.get("eager", {}).get("first_call_s", 0.0) > 0.5:
+        warmup, min_reps = min(warmup, 1), min(min_reps, 3)
+    estimate = 0.0
+    for backend, step in list(steps.items()):
+        try:
+            for _ in range(warmup):
+                step()
+            estimate += time_call(step, device)
+        except Exception as e:  # noqa: BLE001
+            results[backend].update(status="failed", reason=_reason(e))
+            del steps[backend]
+    reps = int(min(max_reps, max(min_reps, reps_budget_s / max(estimate, 1e-6))))
+    times = {b: [] for b in steps}
+    order = list(steps)
+    if progress:
+        progress.label(f"{case.name}: {reps} reps")
+    for rep in range(reps):
+        k = rep % max(len(order), 1)
+        for backend in order[k:] + order[:k]:
+            times[backend].append(time_call(steps[backend], device))
+    for backend, ts in times.items():
+        res = results[backend]
+        res["reps"] = len(ts)
+        res["median_ms"] = statistics.median(ts) * 1e3
+        res["min_ms"] = min(ts) * 1e3
+        if built.min_bytes:
+            res["gbps"] = built.min_bytes / (res["median_ms"] / 1e3) / 1e9
+    row["backends"] = results
+    row["warmup"] = warmup
+    del steps, built
+    return row

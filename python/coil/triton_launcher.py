@@ -1,0 +1,197 @@
+"""Launching coil's Triton kernels: pick a launch config, compute the grid, call the kernel.
+
+The candidate configs (XBLOCK, RBLOCK, num_warps) of each kernel are decided by the compiler and
+written into output_code.py; this module only chooses among them. On a GPU, the first call of a
+kernel with more than one candidate benchmarks them all (triton.testing.do_bench, on copies of the
+buffers the kernel writes, so in-place kernels are not run twice on live data) and keeps the
+fastest; the winner is cached in a JSON file beside the kernel source in coil's cache directory
+(config.options.cache_dir), so later processes skip the benchmark. Under Triton's interpreter
+(TRITON_INTERPRET=1, tensors on the CPU) the first candidate is used as is.
+
+`libdevice()` gives the module generated kernels call for math Triton's core language lacks
+(tanh, log1p, pow, ...): triton.language.extra.libdevice when compiling for a GPU, and a NumPy
+stand-in under the interpreter, whose libdevice calls are not implemented.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import types
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from coil import config
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels with its interpreter (TRITON_INTERPRET=1)."""
+    return bool(triton.knobs.runtime.interpret)
+
+
+class Launcher:
+    """One kernel of output_code.py and its candidate launch configs."""
+
+    def __init__(self, fn, kind: str, configs: list[dict], written: list[int]):
+        self.fn = fn
+        self.kind = kind  # "pointwise", "reduction", "persistent_reduction"
+        self.configs = configs
+        self.written = written  # positions of the tensor arguments the kernel stores to
+        self.chosen: dict[tuple, dict] = {}  # (xnumel, rnumel) -> config
+        self.__name__ = getattr(fn, "__name__", "triton_kernel")
+
+    def run(self, *tensors, xnumel: int, rnumel: int | None = None):
+        key = (xnumel, rnumel)
+        cfg = self.chosen.get(key)
+        if cfg is None:
+            cfg = self._choose(tensors, xnumel, rnumel)
+            self.chosen[key] = cfg
+        self._launch(cfg, tensors, xnumel, rnumel)
+
+    def _launch(self, cfg: dict, tensors, xnumel: int, rnumel: int | None):
+        grid = (triton.cdiv(xnumel, cfg["XBLOCK"]),)
+        if grid[0] == 0:
+            return
+        sizes = (xnumel,) if rnumel is None else (xnumel, rnumel)
+        self.fn[grid](*tensors, *sizes, **cfg)
+
+    # ---- choosing a config ----
+
+    def _choose(self, tensors, xnumel: int, rnumel: int | None) -> dict:
+        if len(self.configs) == 1 or interpreting():
+            return self.configs[0]
+        path = self._cache_path(tensors, xnumel, rnumel)
+        cached = _read_json(path)
+        if cached and cached.get("config") in self.configs:
+            return cached["config"]
+        timings = self._benchmark(tensors, xnumel, rnumel)
+        best = min(range(len(self.configs)), key=lambda i: timings[i])
+        _write_json(
+            path,
+            {
+                "kernel": self.__name__,
+                "xnumel": xnumel,
+                "rnumel": rnumel,
+                "config": self.configs[best],
+                "timings_ms": [{"config": c, "ms": t} for c, t in zip(self.configs, timings)],
+            },
+        )
+        src_path = path[: -len(".best_config.json")] + ".py"
+        if not os.path.exists(src_path):
+            _write_text(src_path, getattr(self.fn, "src", ""))
+        if "perf" in config.options.logs:
+            print(
+                f"[coil] tuned {self.__name__}: {self.configs[best]} "
+                f"({timings[best]:.4f} ms; {len(self.configs)} candidates)",
+                file=sys.stderr,
+            )
+        return self.configs[best]
+
+    def _benchmark(self, tensors, xnumel: int, rnumel: int | None) -> list[float]:
+        # Written buffers are replaced by copies: a kernel that updates a buffer in place must not
+        # see its own output as input on the next repetition of the live call.
+        args = list(tensors)
+        for i in self.written:
+            args[i] = args[i].clone()
+        timings = []
+        for cfg in self.configs:
+            try:
+                ms = triton.testing.do_bench(
+                    lambda cfg=cfg: self._launch(cfg, args, xnumel, rnumel), warmup=5, rep=25
+                )
+            except Exception as e:  # noqa: BLE001 - e.g. out of shared memory or registers
+                if "perf" in config.options.logs:
+                    print(f"[coil] {self.__name__}: config {cfg} failed: {e}", file=sys.stderr)
+                ms = float("inf")
+            timings.append(ms)
+        return timings
+
+    def _cache_path(self, tensors, xnumel: int, rnumel: int | None) -> str:
+        device = ""
+        for t in tensors:
+            if getattr(t, "is_cuda", False):
+                import torch
+
+                device = torch.cuda.get_device_name(t.device)
+                break
+        h = hashlib.sha256()
+        for part in (getattr(self.fn, "src", self.__name__), json.dumps(self.configs), device,
+                     triton.__version__, str(xnumel), str(rnumel)):
+            h.update(part.encode())
+            h.update(b"\0")
+        folder = os.path.join(config.options.cache_dir, "triton")
+        return os.path.join(folder, f"{self.__name__}-{h.hexdigest()[:20]}.best_config.json")
+
+
+def _read_json(path: str):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_text(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)  # atomic: concurrent processes never read half a file
+
+
+def _write_json(path: str, data) -> None:
+    _write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+# ---- libdevice ----
+
+
+def libdevice():
+    """The libdevice module generated kernels call (see the module docstring)."""
+    if not interpreting():
+        from triton.language.extra import libdevice as lib
+
+        return lib
+    return _interpreter_libdevice()
+
+
+def _interpreter_libdevice():
+    from triton.runtime.interpreter import TensorHandle
+
+    def data_of(x):
+        return x.handle.data if isinstance(x, tl.core.tensor) else np.asarray(x)
+
+    def wrap(out, like):
+        dtype = like.dtype.scalar
+        out = np.asarray(out).astype(like.handle.data.dtype)
+        ty = tl.block_type(dtype, list(out.shape)) if out.ndim else dtype
+        return tl.core.tensor(TensorHandle(out, dtype), ty)
+
+    def tensor_arg(args):
+        return next(a for a in args if isinstance(a, tl.core.tensor))
+
+    def elementwise(np_fn):
+        def fn(*args):
+            with np.errstate(all="ignore"):
+                out = np_fn(*np.broadcast_arrays(*[data_of(a) for a in args]))
+            return wrap(out, tensor_arg(args))
+
+        return fn
+
+    table = {
+        "tanh": np.tanh, "log1p": np.log1p, "expm1": np.expm1, "tan": np.tan,
+        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+        "cosh": np.cosh, "atan2": np.arctan2, "pow": np.power, "fmod": np.fmod,
+        "trunc": np.trunc, "nearbyint": np.rint, "rint": np.rint, "sqrt": np.sqrt,
+        "exp": np.exp, "log": np.log, "erf": None, "floor": np.floor, "ceil": np.ceil,
+    }
+    ns = types.SimpleNamespace()
+    for name, np_fn in table.items():
+        if np_fn is not None:
+            setattr(ns, name, elementwise(np_fn))
+    ns.erf = tl.erf
+    return ns

@@ -1,0 +1,155 @@
+"""Correctness of coil's Triton kernels on a CUDA GPU: the cases of
+tests/python/test_triton_interpret.py at realistic sizes, plus launch tuning (the winning config
+is cached in coil's cache directory). Skipped where torch.cuda.is_available() is False."""
+
+import glob
+import json
+import os
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+BF16 = torch.bfloat16
+DEV = "cuda"
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path):
+    import coil
+
+    torch.manual_seed(0)
+    coil.reset()
+    with coil.config.patch(cache_dir=str(tmp_path / "cache")):
+        yield
+    coil.reset()
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device=DEV).to(dtype)
+
+
+def check(fn, *inputs, atol=None, rtol=None, kinds=()):
+    """Eager vs coil on CUDA tensors: values, dtypes, shapes; every kernel a Triton kernel."""
+    import coil
+    import coil.backend
+
+    expected = fn(*inputs)
+    compiled = torch.compile(fn, backend=coil.backend.coil_backend)  # works without the entry point
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", coil.backend.CoilWarning)
+        actual = compiled(*inputs)
+        again = compiled(*inputs)
+    records = coil.compiled_graphs()
+    assert records and not any(r.eager_fallback for r in records)
+    names = [n for r in records for n in r.kernel_names]
+    assert names and all(n.startswith("triton_") for n in names), names
+    assert all(r.backend == "triton" for r in records)
+    for kind in kinds:
+        assert any(n.startswith(f"triton_{kind}_") for n in names), (kind, names)
+    for out in (actual, again):
+        exp = expected if isinstance(expected, (tuple, list)) else (expected,)
+        act = out if isinstance(out, (tuple, list)) else (out,)
+        for a, e in zip(act, exp):
+            assert a.dtype == e.dtype and a.shape == e.shape and a.device == e.device
+            tol = {} if atol is None else dict(atol=atol, rtol=rtol)
+            if e.dtype == BF16:
+                a, e = a.float(), e.float()
+            torch.testing.assert_close(a, e, equal_nan=True, **tol)
+    return names
+
+
+def test_pointwise_chain():
+    def f(x, y, z):
+        return F.gelu(x * y + z).relu() * 0.5 + torch.tanh(x) - torch.sigmoid(y).log1p()
+
+    check(f, randn(1000, 1037), randn(1000, 1037), randn(1000, 1037), kinds=["poi"])
+
+
+def test_pointwise_bf16_large():
+    x = randn(1 << 22, dtype=BF16)
+    check(lambda x: (F.gelu(x * 2.0).relu() * 0.5).to(BF16), x, kinds=["poi"])
+
+
+@pytest.mark.parametrize("layout", ["transposed", "broadcast", "strided", "offset"])
+def test_layouts(layout):
+    base = randn(300, 500)
+    x = {
+        "transposed": randn(500, 300).t(),
+        "broadcast": randn(1, 500).expand(300, 500),
+        "strided": randn(300, 1000)[:, ::2],
+        "offset": randn(300 * 500 + 3)[3:].view(300, 500),
+    }[layout]
+    check(lambda x, y: x * 2 + y, x, base)
+
+
+def test_integer_division_and_remainder():
+    a = torch.randint(-200, 200, (300, 70), device=DEV)
+    b = torch.randint(1, 9, (300, 70), device=DEV) * (torch.randint(0, 2, (300, 70), device=DEV) * 2 - 1)
+    check(lambda a, b: (a // b, a % b, torch.remainder(a.float(), b.float()), torch.fmod(a, b)), a, b)
+
+
+def test_nan_propagation():
+    x, y = randn(64, 129), randn(64, 129)
+    x[0, 0] = y[1, 2] = float("nan")
+    check(lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), x.amax(1), x.amin(0)), x, y)
+
+
+@pytest.mark.parametrize("shape", [(4096, 512), (256, 16384)], ids=["persistent", "looped"])
+@pytest.mark.parametrize("dim", [1, 0], ids=["rows", "columns"])
+def test_sum(shape, dim):
+    check(lambda x: x.sum(dim), randn(*shape), atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(512, 333), (64, 5000)], ids=["persistent", "looped"])
+def test_argmax_argmin(shape):
+    x = torch.randint(0, 8, shape, device=DEV).float()  # many ties: the first index must win
+    x[1, 3] = float("nan")
+    check(lambda x: (x.argmax(1), x.argmin(1), x.argmax(0)), x)
+
+
+@pytest.mark.parametrize("shape", [(1024, 1000), (64, 32768)], ids=["persistent", "looped"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["f32", "bf16"])
+def test_softmax(op, shape, dtype):
+    f = getattr(torch, op)
+    check(lambda x: f(x, -1), randn(*shape, dtype=dtype), atol=1e-5 if dtype != BF16 else None,
+          rtol=1e-4 if dtype != BF16 else None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["f32", "bf16"])
+def test_layer_norm(dtype):
+    ln = torch.nn.LayerNorm(4096, device=DEV, dtype=dtype)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+        check(ln, randn(512, 4096, dtype=dtype), atol=1e-4 if dtype != BF16 else None,
+              rtol=1e-4 if dtype != BF16 else None)
+
+
+def test_var_mean():
+    check(lambda x: torch.var_mean(x, dim=1, correction=1), randn(300, 3000), atol=1e-4, rtol=1e-4)
+
+
+def test_cat():
+    check(lambda a, b: torch.cat([a, b * 2], 1), randn(400, 80), randn(400, 50))
+
+
+def test_bool_and_int_reductions():
+    x = torch.randint(-5, 6, (500, 300), device=DEV)
+    check(lambda x: ((x > 0).any(1), (x > -4).all(1), x.sum(1), x.amax(1)), x)
+
+
+def test_tuning_is_cached():
+    import coil
+
+    x = randn(2048, 4000)
+    check(lambda x: torch.softmax(x, -1), x)
+    files = glob.glob(os.path.join(coil.config.options.cache_dir, "triton", "*.best_config.json"))
+    assert files, "no tuned config was cached"
+    data = json.load(open(files[0]))
+    assert data["config"] in [t["config"] for t in data["timings_ms"]]

@@ -1,0 +1,155 @@
+"""Correctness of the Triton backend without a GPU: CPU tensors, coil's Triton kernels run by
+Triton's interpreter with coil.config cpu_backend="triton". Sizes stay small: the interpreter runs
+each program instance in NumPy. The same cases run on CUDA in tests/gpu/test_triton_gpu.py.
+
+TRITON_INTERPRET=1 must be set before triton is imported (Triton's own library functions, such as
+tl.sum, are made interpretable at import), so in an ordinary run these tests execute in one child
+process started by test_in_interpreter_process; run with TRITON_INTERPRET=1 set, they run directly.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import BACKEND, check, make_input, make_tensor, requires_coil
+
+pytest.importorskip("triton")
+
+pytestmark = pytest.mark.skipif(BACKEND != "coil", reason="tests coil's Triton kernels")
+
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+BF16 = torch.bfloat16
+
+
+@pytest.mark.skipif(INTERPRETING, reason="this process already runs the tests themselves")
+def test_in_interpreter_process():
+    env = dict(os.environ, TRITON_INTERPRET="1", COIL_CPU_BACKEND="triton")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                       cwd=os.path.dirname(__file__))
+    assert r.returncode == 0, f"{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+
+
+@pytest.fixture(autouse=True)
+def _triton_interpreter(request):
+    if request.node.name == "test_in_interpreter_process":
+        yield
+        return
+    if not INTERPRETING:
+        pytest.skip("runs in the child process of test_in_interpreter_process (TRITON_INTERPRET=1)")
+    coil = requires_coil()
+    with coil.config.patch(cpu_backend="triton"):
+        yield
+
+
+def check_triton(fn, *inputs, atol=None, rtol=None, kinds=None):
+    out = check(fn, *inputs, atol=atol, rtol=rtol)
+    records = requires_coil().compiled_graphs()
+    names = [n for r in records for n in r.kernel_names]
+    assert names, "no kernel was generated"
+    assert all(r.backend == "triton" for r in records), [r.backend for r in records]
+    assert all(n.startswith("triton_") for n in names), names
+    for kind in kinds or ():
+        assert any(n.startswith(f"triton_{kind}_") for n in names), (kind, names)
+    return out
+
+
+def test_pointwise_chain():
+    def f(x, y, z):
+        return (F.gelu(x * y + z).relu() * 0.5 + torch.tanh(x) - torch.sigmoid(y)).sqrt().log1p()
+
+    xs = [make_tensor((5, 37)) for _ in range(3)]
+    check_triton(f, *xs, kinds=["poi"])
+
+
+@pytest.mark.parametrize("kind", ["transposed", "broadcast", "strided", "offset"])
+def test_layouts(kind):
+    check_triton(lambda x, y: x * 2 + y, make_input(kind, (6, 10)), make_tensor((6, 10)))
+
+
+def test_integer_division_and_remainder():
+    def f(a, b):
+        return a // b, a % b, torch.remainder(a.float(), b.float()), torch.fmod(a, b)
+
+    a = torch.randint(-20, 20, (7, 9))
+    b = torch.randint(1, 6, (7, 9)) * (torch.randint(0, 2, (7, 9)) * 2 - 1)
+    check_triton(f, a, b)
+
+
+def test_math_and_nan_propagation():
+    def f(x, y):
+        return torch.maximum(x, y), torch.minimum(x, y), torch.atan2(x, y), torch.pow(x.abs(), y)
+
+    x, y = make_tensor((4, 9)), make_tensor((4, 9))
+    x[0, 0] = float("nan")
+    y[1, 2] = float("nan")
+    check_triton(f, x, y)
+
+
+@pytest.mark.parametrize("dim", [1, 0], ids=["rows", "columns"])
+def test_sum(dim):
+    check_triton(lambda x: x.sum(dim), make_tensor((9, 33)), kinds=["per"])
+
+
+def test_sum_looped():
+    # rnumel > 1024: a loop over r with block accumulators.
+    check_triton(lambda x: x.sum(1), make_tensor((3, 2500)), kinds=["red"])
+
+
+def test_amax_with_nan():
+    x = make_tensor((6, 40))
+    x[2, 7] = float("nan")
+    check_triton(lambda x: (x.amax(1), x.amin(0)), x)
+
+
+@pytest.mark.parametrize("shape", [(5, 33), (2, 1500)], ids=["persistent", "looped"])
+def test_argmax_argmin(shape):
+    x = torch.randint(0, 4, shape).float()  # many ties: the first index must win
+    x[1, 3] = float("nan")
+    check_triton(lambda x: (x.argmax(1), x.argmin(1), x.argmax(0)), x)
+
+
+@pytest.mark.parametrize("shape", [(6, 50), (2, 1300)], ids=["persistent", "looped"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax(op, shape):
+    f = getattr(torch, op)
+    check_triton(lambda x: f(x, -1), make_tensor(shape))
+
+
+def test_softmax_dim0():
+    check_triton(lambda x: torch.softmax(x, 0), make_tensor((12, 7)))
+
+
+def test_layer_norm():
+    ln = torch.nn.LayerNorm(48)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    x = make_tensor((6, 48))
+    with torch.no_grad():
+        check_triton(ln, x, atol=1e-5, rtol=1e-5)
+
+
+def test_var_mean():
+    check_triton(lambda x: torch.var_mean(x, dim=1, correction=1), make_tensor((7, 30)))
+
+
+def test_cat():
+    check_triton(lambda a, b: torch.cat([a, b * 2], 1), make_tensor((4, 8)), make_tensor((4, 5)))
+
+
+def test_bf16():
+    def f(x, w):
+        return torch.softmax(x * w, -1).to(BF16) + x.abs()  # no cancellation: 1-ulp diffs stay small
+
+    x, w = make_tensor((4, 40), BF16), make_tensor((40,), BF16)
+    check_triton(f, x, w)
+
+
+def test_bool_and_int_reductions():
+    x = make_tensor((5, 20), torch.int64)
+    check_triton(lambda x: ((x > 0).any(1), (x > -4).all(1), x.sum(1), x.amax(1)), x)
