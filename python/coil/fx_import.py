@@ -24,6 +24,9 @@ _DTYPES = {
 }
 
 
+_EMPTY_META = {"dtype": "float32", "device": "cpu", "sizes": [0], "strides": [1], "offset": 0}
+
+
 class UnsupportedGraph(Exception):
     """The graph holds something coil cannot represent (the graph then runs eagerly)."""
 
@@ -52,9 +55,10 @@ def _metas(val, what: str) -> list:
     if isinstance(val, torch.Tensor):
         return [tensor_meta(val, what)]
     if isinstance(val, (tuple, list)):
-        if not all(isinstance(v, torch.Tensor) for v in val):
-            raise UnsupportedGraph(f"{what} returns a tuple with non-tensor elements")
-        return [tensor_meta(v, what) for v in val]
+        # Non-tensor elements (attention kernels return seeds and sizes next to tensors) keep
+        # their tuple position as an empty float tensor; only a fallback op produces such tuples,
+        # and coil never reuses a fallback's outputs.
+        return [tensor_meta(v, what) if isinstance(v, torch.Tensor) else dict(_EMPTY_META) for v in val]
     return []
 
 
