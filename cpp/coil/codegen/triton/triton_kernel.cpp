@@ -1,4 +1,5 @@
 #include "coil/codegen/triton/triton_kernel.h"
+#include "coil/codegen/provenance.h"
 
 #include <algorithm>
 #include <map>
@@ -167,38 +168,6 @@ class IndexPrinter {
 
   const sym::RangeEnv& env_;
 };
-
-// The innermost frame of a Python stack trace as "file:line: code" (what the user wrote).
-// (Same reading as the C++ renderer's header comments.)
-std::string user_source_line(const std::string& trace) {
-  std::istringstream in(trace);
-  std::string line, frame, code;
-  bool want_code = false;
-  while (std::getline(in, line)) {
-    size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos) continue;
-    std::string text = line.substr(start);
-    if (text.rfind("File \"", 0) == 0) {
-      size_t q = text.find('"', 6);
-      size_t ln = text.find(", line ", q);
-      size_t end = text.find(',', ln + 7);
-      frame = q == std::string::npos || ln == std::string::npos
-                  ? text
-                  : text.substr(6, q - 6) + ":" +
-                        text.substr(ln + 7,
-                                    end == std::string::npos ? std::string::npos : end - ln - 7);
-      code.clear();
-      want_code = true;
-      continue;
-    }
-    if (want_code && text.find_first_not_of("^~ ") != std::string::npos) {
-      code = text;
-      want_code = false;
-    }
-  }
-  if (frame.empty()) return "";
-  return code.empty() ? frame : frame + ": " + code;
-}
 
 // ---- launch decisions ----
 
@@ -919,31 +888,7 @@ class Emitter {
   std::string header_comment(const std::string& name) const {
     std::ostringstream c;
     c << "# " << name << "\n";
-    std::set<std::string> origins;
-    for (const sched::Member& m : k_.members) {
-      origins.insert(prog_.buffers[m.buffer].origins.begin(),
-                     prog_.buffers[m.buffer].origins.end());
-    }
-    c << "# graph nodes:";
-    for (const auto& o : origins) {
-      auto t = prog_.node_targets.find(o);
-      c << " " << o << (t != prog_.node_targets.end() ? " (" + t->second + ")" : "");
-    }
-    c << "\n";
-    std::set<std::string> lines;
-    for (const auto& o : origins) {
-      auto st = prog_.stack_traces.find(o);
-      if (st == prog_.stack_traces.end()) continue;
-      std::string where = user_source_line(st->second);
-      if (!where.empty()) lines.insert(where);
-    }
-    for (const auto& l : lines) c << "# source: " << l << "\n";
-    c << "# buffers:";
-    for (const sched::Member& m : k_.members) {
-      const ir::Buffer& b = prog_.buffers[m.buffer];
-      c << " " << b.name << (stored(b.name) ? "" : "(local)");
-    }
-    c << "\n";
+    for (const std::string& l : provenance_lines(prog_, s_, k_)) c << "# " << l << "\n";
     // The scheduler's CPU loop strategies (column blocks, 2-D tiles) do not apply here.
     for (const auto& d : k_.decisions) {
       if (d.rfind("reduction strategy", 0) == 0 || d.rfind("tiling", 0) == 0) continue;
