@@ -39,6 +39,8 @@ enum class DType : uint8_t {
 
 // "float32", "bfloat16", "int64", "bool", ... (torch's names without the "torch." prefix).
 const char* dtype_name(DType d);
+// The short tag used in text forms: "f32", "bf16", "i64", "b8", ...
+const char* dtype_tag(DType d);
 std::optional<DType> dtype_from_name(const std::string& name);
 int dtype_itemsize(DType d);
 bool is_floating(DType d);

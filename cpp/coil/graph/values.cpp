@@ -6,6 +6,32 @@
 
 namespace coil::graph {
 
+const char* dtype_tag(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return "b8";
+    case DType::UInt8:
+      return "u8";
+    case DType::Int8:
+      return "i8";
+    case DType::Int16:
+      return "i16";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::Float16:
+      return "f16";
+    case DType::BFloat16:
+      return "bf16";
+    case DType::Float32:
+      return "f32";
+    case DType::Float64:
+      return "f64";
+  }
+  return "?";
+}
+
 namespace {
 
 struct DTypeInfo {

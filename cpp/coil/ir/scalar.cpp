@@ -91,32 +91,6 @@ bool is_comparison(Op op) {
   }
 }
 
-std::string dtype_tag(DType d) {
-  switch (d) {
-    case DType::Bool:
-      return "b8";
-    case DType::UInt8:
-      return "u8";
-    case DType::Int8:
-      return "i8";
-    case DType::Int16:
-      return "i16";
-    case DType::Int32:
-      return "i32";
-    case DType::Int64:
-      return "i64";
-    case DType::Float16:
-      return "f16";
-    case DType::BFloat16:
-      return "bf16";
-    case DType::Float32:
-      return "f32";
-    case DType::Float64:
-      return "f64";
-  }
-  return "?";
-}
-
 ScalarNode make_node(Op op, DType dtype, std::vector<Value> args) {
   ScalarNode n;
   n.op = op;
@@ -353,7 +327,7 @@ std::string body_to_text(const std::vector<Value>& roots) {
         out << ")";
       }
     }
-    out << " : " << dtype_tag(v.dtype()) << "\n";
+    out << " : " << graph::dtype_tag(v.dtype()) << "\n";
   }
   return out.str();
 }
