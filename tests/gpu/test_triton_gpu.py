@@ -152,3 +152,10 @@ def test_tuning_is_cached():
     assert files, "no tuned config was cached"
     data = json.load(open(files[0]))
     assert data["config"] in [t["config"] for t in data["timings_ms"]]
+
+
+def test_cpu_scalar_tensor_input():
+    # A 0-d CPU tensor next to CUDA tensors is a scalar to eager; coil's kernels read device
+    # memory only, so the wrapper copies it over.
+    scale = torch.tensor(2.5)
+    check(lambda x, s: (x * s).exp(), randn(64, 33), scale)

@@ -154,6 +154,24 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   }
   if (!prog.inputs.empty()) out << "    " << names << "= args\n";
   out << "    args.clear()\n";
+  if (triton) {
+    // A GPU graph may take CPU scalars (0-d tensors) as inputs; kernels can only read device
+    // memory, so those are copied over first.
+    std::string device;
+    for (const ir::Buffer& b : prog.buffers) {
+      if (device.empty() && b.layout.device != "cpu") device = b.layout.device;
+    }
+    std::set<std::string> kernel_inputs;
+    for (const KernelSource& k : kernels) {
+      for (const KernelArg& a : k.args) kernel_inputs.insert(a.buffer);
+    }
+    for (const std::string& name : prog.inputs) {
+      if (name.empty() || device.empty() || !kernel_inputs.count(name)) continue;
+      if (prog.buffer(name).layout.device != "cpu") continue;
+      out << "    " << name << " = " << name << ".to(" << quote(device)
+          << ")  # CPU input read by a GPU kernel\n";
+    }
+  }
 
   std::map<int, std::vector<std::string>> frees;
   std::set<std::string> reused;
