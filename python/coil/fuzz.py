@@ -1,0 +1,369 @@
+"""Differential fuzzer: random programs of pointwise, reduction and view ops, compiled by coil and
+compared with eager.
+
+    python -m coil.fuzz --seconds 60            # run for a minute, new seeds each time
+    python -m coil.fuzz --seed 1234 --count 1   # replay one program
+
+Every program is a function of its seed, so a failure is reproduced by its seed alone; the failing
+graph is also saved (graph.json, replayable with `coil repro`) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+SIZES = (1, 2, 3, 5, 8, 13)
+FLOAT_DTYPES = (torch.float32, torch.float32, torch.float64, torch.bfloat16)
+
+
+@dataclasses.dataclass
+class Step:
+    op: str
+    args: tuple  # indices of earlier values
+    params: dict
+
+
+@dataclasses.dataclass
+class Program:
+    seed: int
+    steps: list
+    outputs: list
+
+    n_inputs: int = 1
+
+    def describe(self) -> str:
+        def name(k):
+            return f"in{k}" if k < self.n_inputs else f"v{k - self.n_inputs}"
+
+        lines = [f"program (seed {self.seed}):"]
+        for i, s in enumerate(self.steps):
+            lines.append(f"  v{i} = {s.op}({', '.join(name(a) for a in s.args)}; {s.params})")
+        lines.append(f"  return {', '.join(name(o) for o in self.outputs)}")
+        return "\n".join(lines)
+
+
+def _make_input(rng: random.Random, shape, dtype, layout: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 30))
+    if layout == "transposed" and len(shape) >= 2:
+        base = _make_input(rng, shape[:-2] + (shape[-1], shape[-2]), dtype, "contiguous")
+        return base.transpose(-1, -2)
+    if layout == "sliced" and len(shape) >= 1:
+        base = _make_input(rng, shape[:-1] + (shape[-1] * 2,), dtype, "contiguous")
+        return base[..., ::2]
+    if layout == "offset":
+        base = _make_input(
+            rng, (shape[0] + 1,) + tuple(shape[1:]) if shape else (2,), dtype, "contiguous"
+        )
+        return base[1:] if shape else base[1]
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    return torch.randint(-5, 6, shape, generator=gen, dtype=dtype)
+
+
+UNARY = ("exp", "abs", "neg", "relu", "sigmoid", "tanh", "sin", "sqrt_abs", "square", "log_abs1p")
+BINARY = ("add", "sub", "mul", "maximum", "minimum", "div_safe", "where_pos")
+REDUCE = ("sum", "amax", "amin", "mean", "var", "softmax", "log_softmax", "argmax")
+VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select")
+
+
+def _apply(step: Step, vals: list) -> torch.Tensor:
+    a = vals[step.args[0]]
+    p = step.params
+    op = step.op
+    if op == "exp":
+        return torch.exp(a.clamp(max=10) if a.dtype.is_floating_point else a)
+    if op == "abs":
+        return a.abs()
+    if op == "neg":
+        return -a
+    if op == "relu":
+        return torch.relu(a)
+    if op == "sigmoid":
+        return torch.sigmoid(a)
+    if op == "tanh":
+        return torch.tanh(a)
+    if op == "sin":
+        # Large arguments make sin ill-conditioned: one ulp of input moves the result visibly.
+        return torch.sin(a.clamp(-10, 10))
+    if op == "sqrt_abs":
+        return torch.sqrt(a.abs())
+    if op == "square":
+        return a * a
+    if op == "log_abs1p":
+        return torch.log1p(a.abs())
+    if op == "cast":
+        return a.to(p["dtype"])
+    b = vals[step.args[1]] if len(step.args) > 1 else None
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "maximum":
+        return torch.maximum(a, b)
+    if op == "minimum":
+        return torch.minimum(a, b)
+    if op == "div_safe":
+        return a / (b.abs() + 1)
+    if op == "where_pos":
+        return torch.where(a > 0, a, b)
+    if op == "add_scalar":
+        return a + p["value"]
+    if op == "cat":
+        return torch.cat([a, b], dim=p["dim"])
+    d = p.get("dim")
+    if op == "sum":
+        return a.sum(d, keepdim=p["keepdim"])
+    if op == "amax":
+        return a.amax(d, keepdim=p["keepdim"])
+    if op == "amin":
+        return a.amin(d, keepdim=p["keepdim"])
+    if op == "mean":
+        return a.mean(d, keepdim=p["keepdim"])
+    if op == "var":
+        return a.var(d, keepdim=p["keepdim"], correction=p["correction"])
+    if op == "softmax":
+        return torch.softmax(a, d)
+    if op == "log_softmax":
+        return torch.log_softmax(a, d)
+    if op == "argmax":
+        return a.argmax(d, keepdim=p["keepdim"])
+    if op == "permute":
+        return a.permute(p["perm"])
+    if op == "transpose":
+        return a.transpose(p["d0"], p["d1"])
+    if op == "flatten":
+        return a.flatten()
+    if op == "unsqueeze":
+        return a.unsqueeze(d)
+    if op == "slice":
+        return a.narrow(d, p["start"], p["length"])
+    if op == "select":
+        return a.select(d, p["index"])
+    raise ValueError(op)
+
+
+def run_program(program: Program, inputs: list):
+    vals = list(inputs)
+    for step in program.steps:
+        vals.append(_apply(step, vals))
+    return tuple(vals[o] for o in program.outputs)
+
+
+def generate(seed: int, max_ops: int = 20):
+    """A random program and inputs for it; shapes and dtypes are tracked by running eagerly."""
+    rng = random.Random(seed)
+    rank = rng.randint(0, 4)
+    shape = tuple(rng.choice(SIZES) for _ in range(rank))
+    dtype = rng.choice(FLOAT_DTYPES)
+    layouts = ("contiguous", "contiguous", "transposed", "sliced", "offset")
+    inputs = [_make_input(rng, shape, dtype, rng.choice(layouts))]
+    for _ in range(rng.randint(0, 2)):
+        # Broadcast partners: the same shape with some dims set to 1, or an int/bool tensor.
+        other = tuple(s if rng.random() < 0.7 else 1 for s in shape)
+        odt = rng.choice((dtype, dtype, torch.int64, torch.bool))
+        inputs.append(_make_input(rng, other, odt, rng.choice(layouts)))
+    vals = [t for t in inputs]
+    n_inputs = len(inputs)
+    program = Program(seed, [], [], n_inputs)
+    for _ in range(rng.randint(2, max_ops)):
+        i = rng.randrange(len(vals))
+        a = vals[i]
+        kind = rng.choices(
+            ("unary", "binary", "reduce", "view", "cast", "cat"), (4, 4, 2, 2, 1, 1)
+        )[0]
+        step = None
+        if kind == "unary":
+            op = rng.choice(UNARY)
+            if (
+                op in ("sigmoid", "tanh", "sin", "sqrt_abs", "log_abs1p", "exp")
+                and not a.dtype.is_floating_point
+            ):
+                continue
+            step = Step(op, (i,), {})
+        elif kind == "binary":
+            j = rng.randrange(len(vals))
+            b = vals[j]
+            try:
+                torch.broadcast_shapes(a.shape, b.shape)
+            except RuntimeError:
+                step = Step("add_scalar", (i,), {"value": rng.choice((0.5, 2, -1.25))})
+            else:
+                op = rng.choice(BINARY)
+                if a.dtype == torch.bool and b.dtype == torch.bool and op in ("sub", "div_safe"):
+                    continue
+                if op == "where_pos" and a.dtype == torch.bool:
+                    continue
+                step = Step(op, (i, j), {})
+        elif kind == "reduce" and a.dim() > 0:
+            op = rng.choice(REDUCE)
+            if not a.dtype.is_floating_point and op in ("mean", "var", "softmax", "log_softmax"):
+                continue
+            if a.dtype == torch.bool and op in ("amax", "amin", "argmax"):
+                continue
+            if op == "argmax" and a.dtype == torch.bfloat16:
+                continue  # eager's bf16 argmax tie-breaking differs from float comparisons
+            step = Step(
+                op,
+                (i,),
+                {
+                    "dim": rng.randrange(a.dim()),
+                    "keepdim": rng.random() < 0.5,
+                    "correction": rng.choice((0, 1)),
+                },
+            )
+        elif kind == "view" and a.dim() > 0:
+            op = rng.choice(VIEWS)
+            d = rng.randrange(a.dim())
+            if op == "permute":
+                perm = list(range(a.dim()))
+                rng.shuffle(perm)
+                step = Step(op, (i,), {"perm": perm})
+            elif op == "transpose":
+                step = Step(op, (i,), {"d0": d, "d1": rng.randrange(a.dim())})
+            elif op == "flatten":
+                step = Step(op, (i,), {})
+            elif op == "unsqueeze":
+                step = Step(op, (i,), {"dim": rng.randrange(a.dim() + 1)})
+            elif op == "slice":
+                size = a.shape[d]
+                start = rng.randrange(size)
+                step = Step(
+                    op, (i,), {"dim": d, "start": start, "length": rng.randint(1, size - start)}
+                )
+            elif op == "select":
+                step = Step(op, (i,), {"dim": d, "index": rng.randrange(a.shape[d])})
+        elif kind == "cast":
+            step = Step(
+                "cast",
+                (i,),
+                {"dtype": rng.choice((torch.float32, torch.float64, torch.int64, torch.bfloat16))},
+            )
+        elif kind == "cat" and a.dim() > 0:
+            same = [j for j, v in enumerate(vals) if v.shape == a.shape and v.dtype == a.dtype]
+            step = Step("cat", (i, rng.choice(same)), {"dim": rng.randrange(a.dim())})
+        if step is None:
+            continue
+        try:
+            value = _apply(step, vals)
+        except RuntimeError:
+            continue
+        if value.numel() > 1 << 16:
+            continue
+        program.steps.append(step)
+        vals.append(value)
+    if not program.steps:
+        program.steps.append(Step("neg", (0,), {}))
+        vals.append(-vals[0])
+    last = n_inputs + len(program.steps) - 1
+    extra = [k for k in range(n_inputs, last) if rng.random() < 0.2]
+    program.outputs = extra + [last]
+    return program, inputs
+
+
+def _tolerances(t: torch.Tensor, dtypes: set) -> dict:
+    """Tolerance by the least precise floating dtype the value may have passed through: one
+    rounding step of an intermediate (eager and coil may round it to neighbouring values, e.g.
+    after summing in a different order) carries into every later, wider dtype."""
+    if t.dtype == torch.bfloat16 or torch.bfloat16 in dtypes:
+        return {"rtol": 2e-2, "atol": 2e-2}
+    if t.dtype == torch.float32 or torch.float32 in dtypes:
+        return {"rtol": 1e-4, "atol": 1e-5}
+    return {}
+
+
+@dataclasses.dataclass
+class Result:
+    seed: int
+    ok: bool
+    message: str = ""
+    folder: str | None = None
+
+
+def check_seed(seed: int, out_dir: str | None = None) -> Result:
+    """Compiles and runs one program; compares with eager."""
+    import warnings
+
+    import coil
+
+    program, inputs = generate(seed)
+    expected = run_program(program, [t.clone() for t in inputs])
+    vals = [t.clone() for t in inputs]
+    for step in program.steps:
+        vals.append(_apply(step, vals))
+    dtypes = {v.dtype for v in vals}
+    torch._dynamo.reset()
+    coil.reset()
+    folder = tempfile.mkdtemp(prefix=f"seed{seed}_", dir=out_dir) if out_dir else None
+
+    def fn(*xs):
+        return run_program(program, list(xs))
+
+    try:
+        with coil.config.patch(debug_dir=folder), warnings.catch_warnings():
+            warnings.simplefilter("error", coil.CoilWarning)
+            actual = torch.compile(fn, backend="coil", dynamic=False)(*[t.clone() for t in inputs])
+        for a, e in zip(actual, expected):
+            if a.dtype != e.dtype or a.shape != e.shape:
+                raise AssertionError(
+                    f"dtype/shape {a.dtype}{tuple(a.shape)} vs eager {e.dtype}{tuple(e.shape)}"
+                )
+            torch.testing.assert_close(a, e, equal_nan=True, **_tolerances(e, dtypes))
+    except Exception as e:  # noqa: BLE001 - every failure is reported with its seed
+        msg = f"{type(e).__name__}: {e}\n{program.describe()}"
+        if not isinstance(e, AssertionError):
+            msg += "\n" + traceback.format_exc(limit=3)
+        return Result(seed, False, msg, folder)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+    return Result(seed, True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m coil.fuzz", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--seed", type=int, default=None, help="first seed (default: time-based)")
+    parser.add_argument("--count", type=int, default=None, help="number of programs")
+    parser.add_argument(
+        "--seconds", type=float, default=60.0, help="time budget when --count is not given"
+    )
+    parser.add_argument(
+        "--out", default="coil_fuzz_failures", help="where failing graphs are saved"
+    )
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
+    os.makedirs(args.out, exist_ok=True)
+    start = time.time()
+    ran = failed = 0
+    while True:
+        if args.count is not None and ran >= args.count:
+            break
+        if args.count is None and time.time() - start > args.seconds:
+            break
+        r = check_seed(seed, args.out)
+        ran += 1
+        if not r.ok:
+            failed += 1
+            print(f"FAIL seed {seed} (graph: {r.folder})\n{r.message}\n", file=sys.stderr)
+        seed += 1
+    print(f"fuzz: {ran} programs, {failed} failed ({time.time() - start:.0f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
