@@ -1,4 +1,5 @@
 #include "coil/codegen/triton/triton_kernel.h"
+#include "coil/codegen/kernel_args.h"
 #include "coil/codegen/provenance.h"
 
 #include <algorithm>
@@ -333,36 +334,9 @@ class Emitter {
   }
 
   void collect_args() {
-    std::vector<std::string> reads, writes;
-    for (const sched::Member& m : k_.members) {
-      const ir::Buffer& b = prog_.buffers[m.buffer];
-      for (const sched::Access& a : sched::buffer_reads(b)) {
-        const sched::Member* producer = member_of(a.buffer);
-        // A value made in this kernel is read from memory only when it is an inner (per x*r point)
-        // value stored in an earlier stage; reduction results and outer values stay in registers.
-        bool per_point = !producer || !producer->inner || prog_.buffer(a.buffer).is_reduction();
-        if (producer && !(!per_point && producer->stage != m.stage && stored(a.buffer))) continue;
-        if (std::find(reads.begin(), reads.end(), a.buffer) == reads.end())
-          reads.push_back(a.buffer);
-      }
-      if (stored(b.name)) writes.push_back(b.name);
-    }
-    std::map<std::string, std::string> in_place;  // read buffer -> written buffer
-    for (const std::string& w : writes) {
-      auto it = s_.buffers.find(w);
-      if (it != s_.buffers.end() && it->second.in_place) in_place[it->second.reuses] = w;
-    }
-    int in = 0, out = 0;
-    for (const std::string& r : reads) {
-      if (std::find(writes.begin(), writes.end(), r) != writes.end() || in_place.count(r)) continue;
-      args_.push_back({r, false});
-      ptr_[r] = "in_ptr" + std::to_string(in++);
-    }
-    for (const std::string& w : writes) {
-      args_.push_back({w, true});
-      ptr_[w] = "out_ptr" + std::to_string(out++);
-    }
-    for (const auto& [r, w] : in_place) ptr_[r] = ptr_[w];
+    KernelArgPlan plan = plan_kernel_args(prog_, s_, k_);
+    args_ = std::move(plan.args);
+    ptr_ = std::move(plan.pointer);
   }
 
   // ---- index arithmetic ----

@@ -1,0 +1,26 @@
+// The arguments of a generated kernel, shared by every renderer: which buffers it reads from
+// memory (in_ptrN) and stores (out_ptrN), in a fixed order, and the pointer each buffer's loads use
+// (a buffer stored in place over another shares that one's pointer).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/ir/program.h"
+#include "coil/sched/schedule.h"
+
+namespace coil::codegen {
+
+struct KernelArgPlan {
+  std::vector<KernelArg> args;                 // launch order: reads, then writes
+  std::map<std::string, std::string> pointer;  // buffer -> pointer name in the kernel
+};
+
+// A value made in the kernel is read from memory only when it is an inner (per x*r point) value
+// stored in an earlier stage; reduction results and outer values stay in registers.
+KernelArgPlan plan_kernel_args(const ir::Program& prog, const sched::Schedule& s,
+                               const sched::Kernel& k);
+
+}  // namespace coil::codegen
