@@ -251,7 +251,6 @@ class Emitter {
     return it == s_.buffers.end() || it->second.stored;
   }
 
-
   void collect_args() {
     KernelArgPlan plan = plan_kernel_args(prog_, s_, k_);
     args_ = std::move(plan.args);
