@@ -58,7 +58,10 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   sched::Schedule schedule;
   {
     PhaseTimer t(r.seconds["schedule"]);
-    schedule = sched::schedule_program(prog);
+    r.backend = choose_backend(prog, opts);
+    sched::ScheduleOptions sopts;
+    sopts.gpu = r.backend == "triton";
+    schedule = sched::schedule_program(prog, sopts);
   }
   r.artifacts["ir_post_fusion.txt"] = schedule.post_fusion_text(prog);
   r.artifacts["fusion.txt"] = schedule.fusion_text(prog);
@@ -66,7 +69,6 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
 
   {
     PhaseTimer t(r.seconds["codegen"]);
-    r.backend = choose_backend(prog, opts);
     bool triton = r.backend == "triton";
     std::string ext = triton ? ".py" : ".cpp";
     std::vector<codegen::KernelSource> kernels;

@@ -15,6 +15,7 @@ stand-in under the interpreter, whose libdevice calls are not implemented.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -34,41 +35,88 @@ def interpreting() -> bool:
 
 
 class Launcher:
-    """One kernel of output_code.py and its candidate launch configs."""
+    """One kernel of output_code.py and its candidate launch configs.
 
-    def __init__(self, fn, kind: str, configs: list[dict], written: list[int]):
+    `dtypes` (one per tensor argument) and `sizes` (xnumel, and rnumel or ynumel) let `precompile`
+    build every config before the first call. After a config is chosen, calls go straight to the
+    compiled kernel's launcher (`_Bound`), skipping the JIT's per-call argument specialization."""
+
+    def __init__(self, fn, kind: str, configs: list[dict], written: list[int],
+                 dtypes: list | None = None, sizes: dict | None = None):
         self.fn = fn
-        self.kind = kind  # "pointwise", "reduction", "persistent_reduction"
+        self.kind = kind  # "pointwise", "tiled", "reduction", "persistent_reduction"
         self.configs = configs
         self.written = written  # positions of the tensor arguments the kernel stores to
-        self.chosen: dict[tuple, dict] = {}  # (xnumel, rnumel) -> config
+        self.dtypes = dtypes or []
+        self.sizes = sizes or {}
+        self.chosen: dict[tuple, dict] = {}  # (xnumel, rnumel, ynumel) -> config
+        self.bound: dict[tuple, _Bound | bool] = {}
         self.__name__ = getattr(fn, "__name__", "triton_kernel")
 
-    def run(self, *tensors, xnumel: int, rnumel: int | None = None):
-        key = (xnumel, rnumel)
+    def run(self, *tensors, xnumel: int, rnumel: int | None = None, ynumel: int | None = None):
+        key = (xnumel, rnumel, ynumel)
+        bound = self.bound.get(key)
+        if bound and bound.accepts(tensors):
+            bound(tensors)
+            return
         cfg = self.chosen.get(key)
         if cfg is None:
-            cfg = self._choose(tensors, xnumel, rnumel)
+            cfg = self._choose(tensors, xnumel, rnumel, ynumel)
             self.chosen[key] = cfg
-        self._launch(cfg, tensors, xnumel, rnumel)
+        kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel)
+        if kernel is not None and bound is None and not interpreting():
+            # False: this call site cannot take the direct path (it is not retried).
+            self.bound[key] = _Bound.make(kernel, self._grid(cfg, xnumel, ynumel),
+                                          self._scalars(cfg, xnumel, rnumel, ynumel),
+                                          tensors) or False
 
-    def _launch(self, cfg: dict, tensors, xnumel: int, rnumel: int | None):
-        grid = (triton.cdiv(xnumel, cfg["XBLOCK"]),)
+    def _grid(self, cfg: dict, xnumel: int, ynumel: int | None) -> int:
+        n = triton.cdiv(xnumel, cfg["XBLOCK"])
+        if ynumel is not None:
+            n *= triton.cdiv(ynumel, cfg["YBLOCK"])
+        return n
+
+    def _scalars(self, cfg: dict, xnumel: int, rnumel: int | None, ynumel: int | None) -> tuple:
+        # The kernel's non-tensor parameters in order: sizes, then block sizes (constexpr).
+        if ynumel is not None:
+            return (ynumel, xnumel, cfg["YBLOCK"], cfg["XBLOCK"])
+        if rnumel is None:
+            return (xnumel, cfg["XBLOCK"])
+        return (xnumel, rnumel, cfg["XBLOCK"], cfg["RBLOCK"])
+
+    def _launch(self, cfg: dict, tensors, xnumel: int, rnumel: int | None,
+                ynumel: int | None = None):
+        grid = (self._grid(cfg, xnumel, ynumel),)
         if grid[0] == 0:
-            return
-        sizes = (xnumel,) if rnumel is None else (xnumel, rnumel)
-        self.fn[grid](*tensors, *sizes, **cfg)
+            return None
+        sizes = [n for n in (ynumel, xnumel, rnumel) if n is not None]
+        return self.fn[grid](*tensors, *sizes, **cfg)
+
+    # ---- compiling ahead of the first call ----
+
+    def compile_jobs(self):
+        """(config, thunk) pairs that compile each candidate without launching it."""
+        if not self.dtypes or "xnumel" not in self.sizes:
+            return []
+        sizes = [self.sizes[k] for k in ("ynumel", "xnumel", "rnumel") if k in self.sizes]
+        jobs = []
+        for cfg in self.configs:
+            def job(cfg=cfg):
+                kernel = self.fn.warmup(*self.dtypes, *sizes, grid=(1,), **cfg)
+                kernel._init_handles()  # loads the binary; builds the C launcher if new
+            jobs.append(job)
+        return jobs
 
     # ---- choosing a config ----
 
-    def _choose(self, tensors, xnumel: int, rnumel: int | None) -> dict:
+    def _choose(self, tensors, xnumel: int, rnumel: int | None, ynumel: int | None) -> dict:
         if len(self.configs) == 1 or interpreting():
             return self.configs[0]
-        path = self._cache_path(tensors, xnumel, rnumel)
+        path = self._cache_path(tensors, xnumel, rnumel, ynumel)
         cached = _read_json(path)
         if cached and cached.get("config") in self.configs:
             return cached["config"]
-        timings = self._benchmark(tensors, xnumel, rnumel)
+        timings = self._benchmark(tensors, xnumel, rnumel, ynumel)
         best = min(range(len(self.configs)), key=lambda i: timings[i])
         _write_json(
             path,
@@ -76,6 +124,7 @@ class Launcher:
                 "kernel": self.__name__,
                 "xnumel": xnumel,
                 "rnumel": rnumel,
+                "ynumel": ynumel,
                 "config": self.configs[best],
                 "timings_ms": [{"config": c, "ms": t} for c, t in zip(self.configs, timings)],
             },
@@ -91,7 +140,8 @@ class Launcher:
             )
         return self.configs[best]
 
-    def _benchmark(self, tensors, xnumel: int, rnumel: int | None) -> list[float]:
+    def _benchmark(self, tensors, xnumel: int, rnumel: int | None,
+                   ynumel: int | None) -> list[float]:
         # Written buffers are replaced by copies: a kernel that updates a buffer in place must not
         # see its own output as input on the next repetition of the live call.
         args = list(tensors)
@@ -101,7 +151,8 @@ class Launcher:
         for cfg in self.configs:
             try:
                 ms = triton.testing.do_bench(
-                    lambda cfg=cfg: self._launch(cfg, args, xnumel, rnumel), warmup=5, rep=25
+                    lambda cfg=cfg: self._launch(cfg, args, xnumel, rnumel, ynumel),
+                    warmup=5, rep=25,
                 )
             except Exception as e:  # noqa: BLE001 - e.g. out of shared memory or registers
                 if "perf" in config.options.logs:
@@ -110,7 +161,7 @@ class Launcher:
             timings.append(ms)
         return timings
 
-    def _cache_path(self, tensors, xnumel: int, rnumel: int | None) -> str:
+    def _cache_path(self, tensors, xnumel: int, rnumel: int | None, ynumel: int | None) -> str:
         device = ""
         for t in tensors:
             if getattr(t, "is_cuda", False):
@@ -120,11 +171,71 @@ class Launcher:
                 break
         h = hashlib.sha256()
         for part in (getattr(self.fn, "src", self.__name__), json.dumps(self.configs), device,
-                     triton.__version__, str(xnumel), str(rnumel)):
+                     triton.__version__, str(xnumel), str(rnumel), str(ynumel)):
             h.update(part.encode())
             h.update(b"\0")
         folder = os.path.join(config.options.cache_dir, "triton")
         return os.path.join(folder, f"{self.__name__}-{h.hexdigest()[:20]}.best_config.json")
+
+
+class _Bound:
+    """A compiled kernel with its grid and scalar arguments fixed: a call is one call into the
+    kernel's C launcher. Valid while every tensor argument is 16-byte aligned, as the tensors were
+    when the kernel was specialized (Triton assumes the alignment it saw)."""
+
+    __slots__ = ("run", "grid", "stream", "function", "metadata", "scalars")
+
+    @staticmethod
+    def make(kernel, grid: int, scalars: tuple, tensors):
+        if triton.knobs.runtime.launch_enter_hook is not None:
+            return None  # a profiler hook wants the JIT's full launch path
+        if hasattr(kernel, "result"):
+            kernel = kernel.result()
+        if any(t.data_ptr() % 16 for t in tensors):
+            return None
+        import torch
+
+        b = _Bound()
+        b.run = kernel.run
+        b.function = kernel.function
+        b.metadata = kernel.packed_metadata
+        b.grid = grid
+        device = tensors[0].device.index if tensors else torch.cuda.current_device()
+        b.stream = functools.partial(torch._C._cuda_getCurrentRawStream, device)
+        b.scalars = scalars
+        return b
+
+    def accepts(self, tensors) -> bool:
+        for t in tensors:
+            if t.data_ptr() & 15:
+                return False
+        return True
+
+    def __call__(self, tensors):
+        self.run(self.grid, 1, 1, self.stream(), self.function, self.metadata, None, None, None,
+                 *tensors, *self.scalars)
+
+
+def precompile(launchers, workers: int | None = None) -> None:
+    """Compile every candidate config of every kernel before the first call, several at a time on
+    a thread pool: Triton's compiler spends much of its time in ptxas and in building C launchers,
+    separate processes that run in parallel. An error is left for the first call to report."""
+    if interpreting():
+        return
+    jobs = [job for launcher in launchers for job in launcher.compile_jobs()]
+    if len(jobs) < 2:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    def guarded(job):
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - the first call compiles again and reports it
+            pass
+
+    workers = workers or min(len(jobs), max(2, os.cpu_count() or 2), 16)
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(guarded, jobs))
 
 
 def _read_json(path: str):

@@ -95,9 +95,31 @@ def test_sum(dim):
     check_triton(lambda x: x.sum(dim), make_tensor((9, 33)), kinds=["per"])
 
 
-def test_sum_looped():
-    # rnumel > 1024: a loop over r with block accumulators.
-    check_triton(lambda x: x.sum(1), make_tensor((3, 2500)), kinds=["red"])
+@pytest.mark.parametrize(
+    "shape,dim,kind",
+    [
+        ((3, 2500), 1, "per"),  # a long row: persistent, one row per block
+        # rnumel > 32768: a loop over r with block accumulators (a prime rnumel: not split)
+        ((2, 40009), 1, "red"),
+        ((3000, 40), 0, "red"),  # a column reduction: looped, wide XBLOCK
+    ],
+    ids=["long_row", "looped_row", "looped_column"],
+)
+def test_sum_long(shape, dim, kind):
+    check_triton(lambda x: x.sum(dim), make_tensor(shape), atol=1e-4, rtol=1e-4, kinds=[kind])
+
+
+def test_transpose_tiles(tmp_path):
+    # A transposed read and a contiguous store: 2-D tiles (masks on both axes: 50 and 70 are not
+    # multiples of the block sizes).
+    def f(x, y):
+        return (x.t() * 2 + y).contiguous(), x.permute(1, 0).sin().contiguous()
+
+    coil = requires_coil()
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        check_triton(f, make_tensor((50, 70)), make_tensor((70, 50)), kinds=["poi"])
+    code = open(os.path.join(coil.compiled_graphs()[-1].debug_dir, "output_code.py")).read()
+    assert "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]" in code, code
 
 
 def test_amax_with_nan():
@@ -153,3 +175,17 @@ def test_bf16():
 def test_bool_and_int_reductions():
     x = make_tensor((5, 20), torch.int64)
     check_triton(lambda x: ((x > 0).any(1), (x > -4).all(1), x.sum(1), x.amax(1)), x)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "mean_bf16"])
+def test_split_reduction(op):
+    # One output row of 2^16 elements: the GPU plan splits it into partial rows and a second pass.
+    x = make_tensor((64, 1024))
+    fns = {
+        "sum": lambda t: t.sum(),
+        "amax": lambda t: t.amax(),
+        "mean_bf16": lambda t: t.to(BF16).mean(dim=(0, 1)),
+    }
+    check_triton(fns[op], x, atol=1e-3, rtol=1e-3)
+    names = [n for r in requires_coil().compiled_graphs() for n in r.kernel_names]
+    assert len(names) == 2, names  # the partial pass and the final pass

@@ -86,7 +86,8 @@ struct Buffer {
 
   int extern_id = -1;  // Extern: index into Program::externs
 
-  std::set<std::string> origins;  // graph nodes whose computation this buffer holds
+  std::set<std::string> origins;   // graph nodes whose computation this buffer holds
+  std::vector<std::string> notes;  // program rewrites that shaped it (kernel decisions)
 
   bool is_reduction() const { return reduction.has_value(); }
   // The index this buffer's computation writes: layout.index(v0..v{n-1}).

@@ -11,7 +11,8 @@
 // over the r variables, an outer stage runs once per x point.
 //
 // Passes (one file each): deps.cpp (reads/writes), fusion.cpp (greedy fusion with verdicts),
-// loop_order.cpp (loop order of pointwise kernels), memory_plan.cpp (stages, stored vs local
+// loop_order.cpp (loop order of pointwise kernels), split_reduction.cpp (GPU: few-row
+// reductions in two passes), memory_plan.cpp (stages, stored vs local
 // buffers, frees, reuse). Entry point: schedule_program (scheduler.cpp).
 //
 // Tests: tests/cpp/sched/.
@@ -109,6 +110,14 @@ void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU
 void order_loops(const ir::Program& prog, Kernel& k);
 void plan_memory(const ir::Program& prog, Schedule& s);
 
-Schedule schedule_program(ir::Program& prog);
+// Rewrites reductions with few, long rows into a partial and a final pass (split_reduction.cpp);
+// for GPU targets, where one row per program would leave most of the machine idle.
+void split_reductions(ir::Program& prog);
+
+struct ScheduleOptions {
+  bool gpu = false;  // kernels are rendered for a GPU (Triton): split few-row reductions
+};
+
+Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts = {});
 
 }  // namespace coil::sched

@@ -135,6 +135,25 @@ void order_loops(const ir::Program& prog, Kernel& k) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return score[a] > score[b]; });
+    // A read that is contiguous along some other variable (a transpose) gets that variable next
+    // to the innermost one, so that a 2-D tile over the last two loops serves both sides.
+    std::string transposed;
+    for (const Member& m : k.members) {
+      for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
+        auto aff = sym::as_affine(sym::substitute(a.index, m.var_map), xs);
+        if (!aff || aff->coeffs[order.back()] == Expr(1)) continue;
+        auto it = std::find_if(order.begin(), order.end() - 1,
+                               [&](size_t i) { return aff->coeffs[i] == Expr(1); });
+        if (it == order.end() - 1) continue;
+        size_t j = *it;
+        order.erase(it);
+        order.insert(order.end() - 1, j);
+        transposed = "; x" + std::to_string(j) + " next to it: " + a.buffer +
+                     " is read contiguously along it";
+        break;
+      }
+      if (!transposed.empty()) break;
+    }
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == i;
     if (identity) return;
@@ -150,19 +169,22 @@ void order_loops(const ir::Program& prog, Kernel& k) {
     k.xsizes = sizes;
     std::string perm;
     for (size_t i : order) perm += (perm.empty() ? "" : ", ") + std::to_string(i);
-    k.decisions.push_back("loop order (" + perm + "): smallest store stride innermost");
+    k.decisions.push_back("loop order (" + perm + "): smallest store stride innermost" +
+                          transposed);
   }
 }
 
-Schedule schedule_program(ir::Program& prog) {
+Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   Schedule s;
   remove_dead_buffers(prog, s);
+  if (opts.gpu) split_reductions(prog);
   for (size_t i = 0; i < prog.buffers.size(); ++i) {
     const ir::Buffer& b = prog.buffers[i];
     if (b.kind != ir::Buffer::Kind::Computed) continue;
     Kernel k;
     k.xsizes = b.ranges;
     k.rsizes = b.reduction_ranges;
+    k.decisions = b.notes;
     Member m;
     m.buffer = static_cast<int>(i);
     m.inner = b.is_reduction();

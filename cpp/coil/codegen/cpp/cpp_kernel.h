@@ -28,13 +28,17 @@ struct LaunchConfig {
   int64_t xblock = 1;
   int64_t rblock = 0;  // 0: no RBLOCK parameter (pointwise kernels)
   int num_warps = 4;
+  int64_t yblock = 0;  // > 0: a 2-D tiled pointwise kernel's YBLOCK (rows of a tile)
 };
 
 // How the wrapper launches a kernel. Empty for C++ kernels (called once, loops inside).
 struct KernelLaunch {
-  std::string kind;  // Triton: "pointwise", "reduction" (looped over r), "persistent_reduction"
+  // Triton: "pointwise", "tiled" (2-D tiles of a pointwise kernel), "reduction" (looped over r),
+  // "persistent_reduction"
+  std::string kind;
   sym::Expr xnumel = 1;
   sym::Expr rnumel = 1;  // 1 for pointwise kernels
+  sym::Expr ynumel = 1;  // tiled kernels: the rows (outer loops, flattened); xnumel is the last
   // Candidates, benchmarked on the first call on a GPU; [0] is the default.
   std::vector<LaunchConfig> configs;
 };

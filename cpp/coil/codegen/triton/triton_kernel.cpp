@@ -3,6 +3,7 @@
 #include "coil/codegen/provenance.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <sstream>
@@ -22,9 +23,14 @@ namespace {
 
 // A reduction whose whole row fits in one block runs "persistent": the row is loaded once, kept in
 // registers, and every stage reuses it (softmax reads its input once instead of three times).
-// 1024 elements per row is where Inductor stops doing this for inner reductions too: beyond it the
-// registers per thread (XBLOCK * RBLOCK / threads, times the values live across stages) spill.
+// Rows up to kPersistentMaxRnumel run several rows per block; longer rows, up to
+// kPersistentLongRnumel, run one row per block with up to 32 warps, so that each thread holds at
+// most kPersistentElementsPerThread elements of each live value (Inductor loops over such rows
+// instead, reading them once per stage). Column reductions (strided along r) always loop: a
+// whole-column block would read one element per cache line.
 constexpr int64_t kPersistentMaxRnumel = 1024;
+constexpr int64_t kPersistentLongRnumel = 32768;
+constexpr int64_t kPersistentElementsPerThread = 32;
 // Persistent configs keep XBLOCK * RBLOCK at most this, so a block's values fit in registers.
 constexpr int64_t kPersistentMaxBlockElements = 4096;
 // Index arithmetic is int32 when every index, plus a block's overrun, stays below this.
@@ -32,7 +38,9 @@ constexpr int64_t kInt32Limit = int64_t{1} << 31;
 // Masked lanes of an argmax/argmin carry this index so that a real element always wins a tie.
 constexpr const char* kNoIndex = "2147483647";
 
-enum Dims : int { kNone = 0, kX = 1, kR = 2 };
+// A value spans block axis 0 (rows: x of a reduction, y of a tiled kernel), axis 1 (columns: r
+// of a reduction, x of a tiled kernel), both or none.
+enum Dims : int { kNone = 0, kRows = 1, kCols = 2 };
 
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
@@ -175,15 +183,19 @@ class IndexPrinter {
 struct LaunchPlan {
   KernelLaunch launch;
   bool persistent = false;
+  bool tiled = false;  // a pointwise kernel in 2-D tiles [YBLOCK, XBLOCK]
   bool xmask = false;  // some config's XBLOCK does not divide xnumel
   bool rmask = false;  // likewise for RBLOCK and rnumel
+  bool ymask = false;  // likewise for YBLOCK and ynumel
   std::vector<std::string> decisions;
 };
 
 std::string configs_text(const std::vector<LaunchConfig>& configs) {
   std::string s;
   for (const LaunchConfig& c : configs) {
-    s += (s.empty() ? "" : ", ") + std::string("(") + std::to_string(c.xblock);
+    s += (s.empty() ? "" : ", ") + std::string("(");
+    if (c.yblock) s += std::to_string(c.yblock) + "x";
+    s += std::to_string(c.xblock);
     if (c.rblock) s += "x" + std::to_string(c.rblock);
     s += ", " + std::to_string(c.num_warps) + " warps)";
   }
@@ -192,7 +204,9 @@ std::string configs_text(const std::vector<LaunchConfig>& configs) {
 
 void add_config(std::vector<LaunchConfig>& out, LaunchConfig c) {
   for (const LaunchConfig& o : out) {
-    if (o.xblock == c.xblock && o.rblock == c.rblock && o.num_warps == c.num_warps) return;
+    if (o.xblock == c.xblock && o.rblock == c.rblock && o.num_warps == c.num_warps &&
+        o.yblock == c.yblock)
+      return;
   }
   out.push_back(c);
 }
@@ -204,6 +218,12 @@ int warps_for(int64_t elements, int lo, int hi) {
   return std::max(lo, w);
 }
 
+// A pointwise kernel the scheduler tiled (a transposed read, sched::Kernel::tile): its last loop
+// is the tile's columns, the loops before it (flattened) its rows.
+bool wants_tiles(const sched::Kernel& k) {
+  return !is_reduction_kernel(k) && k.tile > 0 && k.xsizes.size() >= 2;
+}
+
 LaunchPlan plan_launch(const sched::Kernel& k) {
   LaunchPlan p;
   int64_t xnumel = static_size(product(k.xsizes), "xnumel");
@@ -212,12 +232,46 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
   p.launch.rnumel = rnumel;
   int64_t xcap = next_pow2(std::max<int64_t>(xnumel, 1));
   auto& cs = p.launch.configs;
+  if (wants_tiles(k)) {
+    // Rows and columns of the tile are each contiguous for some access: Triton gives every load
+    // and store its own coalesced layout and moves values between them through shared memory.
+    p.launch.kind = "tiled";
+    p.tiled = true;
+    int64_t cols = static_size(k.xsizes.back(), "xnumel");
+    int64_t rows = xnumel / std::max<int64_t>(cols, 1);
+    p.launch.xnumel = cols;
+    p.launch.ynumel = rows;
+    int64_t ccap = next_pow2(std::max<int64_t>(cols, 1)),
+            rcap = next_pow2(std::max<int64_t>(rows, 1));
+    const LaunchConfig candidates[] = {{64, 0, 4, 64}, {128, 0, 4, 32}, {32, 0, 4, 128}};
+    for (LaunchConfig c : candidates) {
+      c.xblock = std::min(c.xblock, ccap);
+      c.yblock = std::min(c.yblock, rcap);
+      add_config(cs, c);
+    }
+    for (const LaunchConfig& c : cs) {
+      p.xmask |= cols % c.xblock != 0;
+      p.ymask |= rows % c.yblock != 0;
+    }
+    p.decisions.push_back(
+        "pointwise in 2-D tiles [YBLOCK, XBLOCK]: rows are the loops before the "
+        "last (ynumel=" +
+        std::to_string(rows) + "), columns the last (xnumel=" + std::to_string(cols) +
+        "), so both the transposed read and the store "
+        "are coalesced; configs " +
+        configs_text(cs));
+    return p;
+  }
+  bool column = k.column_block > 0;  // reads contiguous along x, strided along r
   if (!is_reduction_kernel(k)) {
-    // Bandwidth-bound elementwise work: large blocks, a few sizes to choose from.
+    // Bandwidth-bound elementwise work: large blocks (several 16-byte accesses per thread in
+    // flight), a few sizes to choose from.
     p.launch.kind = "pointwise";
-    for (int64_t xb : {1024, 512, 256}) {
-      int64_t x = std::min(xb, xcap);
-      add_config(cs, {x, 0, warps_for(x, 1, 4)});
+    const LaunchConfig candidates[] = {{1024, 0, 4}, {2048, 0, 8}, {4096, 0, 8}};
+    for (LaunchConfig c : candidates) {
+      c.xblock = std::min(c.xblock, xcap);
+      c.num_warps = std::min(c.num_warps, warps_for(c.xblock, 1, 8));
+      add_config(cs, c);
     }
     p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
                           std::to_string(xnumel) + "), configs " + configs_text(cs));
@@ -235,19 +289,38 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
                           " <= " + std::to_string(kPersistentMaxRnumel) +
                           "): each row lives in one block, RBLOCK=" + std::to_string(rb) +
                           "; stages reuse the row in registers; configs " + configs_text(cs));
+  } else if (rnumel <= kPersistentLongRnumel && !column) {
+    p.launch.kind = "persistent_reduction";
+    p.persistent = true;
+    int64_t rb = next_pow2(rnumel);
+    int w = static_cast<int>(std::clamp<int64_t>(rb / (32 * kPersistentElementsPerThread), 4, 32));
+    add_config(cs, {1, rb, w});
+    if (w < 32) add_config(cs, {1, rb, w * 2});
+    if (w > 4) add_config(cs, {1, rb, w / 2});
+    p.decisions.push_back("reduction strategy: persistent, one row per block (rnumel=" +
+                          std::to_string(rnumel) + " <= " + std::to_string(kPersistentLongRnumel) +
+                          ", rows contiguous): RBLOCK=" + std::to_string(rb) +
+                          ", the row is read once and stays in registers for every stage; "
+                          "configs " +
+                          configs_text(cs));
   } else {
     p.launch.kind = "reduction";
     // Rows (contiguous r) want a wide RBLOCK; columns (strided r) want a wide XBLOCK so that
-    // neighbouring x points read neighbouring addresses. Tuning picks among both shapes.
-    const LaunchConfig candidates[] = {
-        {1, 2048, 8}, {1, 1024, 4}, {8, 512, 4}, {64, 64, 8}, {64, 8, 4}};
+    // neighbouring x points read neighbouring addresses, but not so wide that too few programs
+    // remain to fill the GPU.
+    std::vector<LaunchConfig> candidates;
+    if (column) {
+      candidates = {{32, 128, 8}, {64, 64, 8}, {16, 256, 8}, {128, 32, 8}};
+    } else {
+      candidates = {{1, 2048, 8}, {1, 4096, 16}, {2, 1024, 8}};
+    }
     for (LaunchConfig c : candidates) {
       c.xblock = std::min(c.xblock, xcap);
       add_config(cs, c);
     }
     p.decisions.push_back(
-        "reduction strategy: looped (rnumel=" + std::to_string(rnumel) + " > " +
-        std::to_string(kPersistentMaxRnumel) +
+        "reduction strategy: looped (rnumel=" + std::to_string(rnumel) + ", " +
+        (column ? "columns: reads contiguous along x" : "rows") +
         "): block accumulators [XBLOCK, RBLOCK], one loop over r per stage; configs " +
         configs_text(cs));
   }
@@ -261,15 +334,58 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
 
 // ---- the renderer ----
 
+// One axis of a kernel's block: its variables (named prefix0, prefix1, ...), their sizes, and the
+// flat index over them (prefix + "index").
+struct Axis {
+  std::string prefix;
+  std::vector<Expr> vars;
+  std::vector<Expr> sizes;
+  Expr flat;
+};
+
 class Emitter {
  public:
   Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k)
-      : prog_(prog), s_(s), k_(k), env_(k.range_env()), printer_(env_), plan_(plan_launch(k)) {
+      : prog_(prog), s_(s), k_(k), printer_(env_), plan_(plan_launch(k)) {
     reduction_ = is_reduction_kernel(k);
-    for (size_t i = 0; i < k.xsizes.size(); ++i) xvars_.push_back(sched::xvar(static_cast<int>(i)));
-    for (size_t j = 0; j < k.rsizes.size(); ++j) rvars_.push_back(sched::rvar(static_cast<int>(j)));
-    env_.add_index_var(xindex_, plan_.launch.xnumel);
-    env_.add_index_var(rindex_, plan_.launch.rnumel);
+    if (plan_.tiled) {
+      // Rows: the loops before the last, renamed y0..; columns: the last loop, renamed x0.
+      size_t n = k.xsizes.size();
+      sym::ExprMap rename;
+      for (size_t i = 0; i + 1 < n; ++i) {
+        Expr y = Expr::symbol("y" + std::to_string(i));
+        rename[sched::xvar(static_cast<int>(i))] = y;
+        rows_.vars.push_back(y);
+        rows_.sizes.push_back(k.xsizes[i]);
+      }
+      rename[sched::xvar(static_cast<int>(n - 1))] = sched::xvar(0);
+      cols_.vars.push_back(sched::xvar(0));
+      cols_.sizes.push_back(k.xsizes.back());
+      for (sched::Member& m : k_.members) {
+        for (auto& [var, e] : m.var_map) e = sym::substitute(e, rename);
+      }
+      rows_.prefix = "y";
+      cols_.prefix = "x";
+      env_.add_index_var(Expr::symbol("yindex"), plan_.launch.ynumel);
+      for (size_t i = 0; i + 1 < n; ++i) env_.add_index_var(rows_.vars[i], rows_.sizes[i]);
+      env_.add_index_var(cols_.vars[0], cols_.sizes[0]);
+      env_.add_index_var(Expr::symbol("xindex"), plan_.launch.xnumel);
+    } else {
+      env_ = k.range_env();
+      rows_.prefix = "x";
+      cols_.prefix = "r";
+      for (size_t i = 0; i < k.xsizes.size(); ++i)
+        rows_.vars.push_back(sched::xvar(static_cast<int>(i)));
+      for (size_t j = 0; j < k.rsizes.size(); ++j)
+        cols_.vars.push_back(sched::rvar(static_cast<int>(j)));
+      rows_.sizes = k.xsizes;
+      cols_.sizes = k.rsizes;
+      env_.add_index_var(Expr::symbol("xindex"), plan_.launch.xnumel);
+      env_.add_index_var(Expr::symbol("rindex"), plan_.launch.rnumel);
+    }
+    rows_.flat = Expr::symbol(rows_.prefix + "index");
+    cols_.flat = Expr::symbol(cols_.prefix + "index");
+    two_d_ = reduction_ || plan_.tiled;
     int64_ = needs_int64();
     for (const sched::Member& m : k.members)
       interpreted_ |= prog.buffers[m.buffer].layout.device == "cpu";
@@ -289,11 +405,15 @@ class Emitter {
     code << "@triton.jit\n";
     code << "def " << name << "(";
     for (const KernelArg& a : args_) code << ptr_.at(a.buffer) << ", ";
-    code << "xnumel, ";
-    // rnumel is a compile-time constant: the r loop's bounds are known to the compiler (and the
-    // interpreter's range() needs a Python int).
-    if (reduction_) code << "rnumel: tl.constexpr, ";
-    code << "XBLOCK: tl.constexpr" << (reduction_ ? ", RBLOCK: tl.constexpr" : "") << "):\n";
+    if (plan_.tiled) {
+      code << "ynumel, xnumel, YBLOCK: tl.constexpr, XBLOCK: tl.constexpr):\n";
+    } else {
+      code << "xnumel, ";
+      // rnumel is a compile-time constant: the r loop's bounds are known to the compiler (and the
+      // interpreter's range() needs a Python int).
+      if (reduction_) code << "rnumel: tl.constexpr, ";
+      code << "XBLOCK: tl.constexpr" << (reduction_ ? ", RBLOCK: tl.constexpr" : "") << "):\n";
+    }
     code << prologue();
     code << body.str();
 
@@ -358,10 +478,11 @@ class Emitter {
     int64_t xmax = 0, rmax = 0;
     for (const LaunchConfig& c : plan_.launch.configs) {
       xmax = std::max(xmax, c.xblock);
-      rmax = std::max(rmax, c.rblock);
+      rmax = std::max({rmax, c.rblock, c.yblock});
     }
     if (*plan_.launch.xnumel.as_int() + xmax >= kInt32Limit) return true;
     if (*plan_.launch.rnumel.as_int() + rmax >= kInt32Limit) return true;
+    if (*plan_.launch.ynumel.as_int() + rmax >= kInt32Limit) return true;
     for (const Expr& e : all_indices()) {
       sym::Range r = sym::bounds(sym::simplify(e, env_), env_);
       if (r.lo <= -kInt32Limit || r.hi >= kInt32Limit - xmax - rmax) return true;
@@ -401,8 +522,8 @@ class Emitter {
     int d = kNone;
     for (const Expr& s : sym::free_symbols(e)) {
       const std::string& n = s.name();
-      if (n[0] == 'x') d |= kX;
-      if (n[0] == 'r') d |= kR;
+      if (n[0] == rows_.prefix[0]) d |= kRows;
+      if (n[0] == cols_.prefix[0]) d |= kCols;
     }
     return d;
   }
@@ -410,11 +531,10 @@ class Emitter {
   // An index in kernel variables, printed in Triton syntax; notes which x/r variables it uses.
   std::string index_text(const Expr& e, int* dims = nullptr) {
     Expr s = sym::simplify(e, env_);
-    s = merge_contiguous(s, xvars_, k_.xsizes, xindex_);
-    s = merge_contiguous(s, rvars_, k_.rsizes, rindex_);
+    s = merge_contiguous(s, rows_.vars, rows_.sizes, rows_.flat);
+    s = merge_contiguous(s, cols_.vars, cols_.sizes, cols_.flat);
     for (const Expr& v : sym::free_symbols(s)) {
-      if (v.name() != "xindex" && v.name() != "rindex" && v.name()[0] != 'x' &&
-          v.name()[0] != 'r') {
+      if (v.name()[0] != rows_.prefix[0] && v.name()[0] != cols_.prefix[0]) {
         throw std::runtime_error("triton codegen: symbolic size " + v.name() +
                                  " is not supported yet");
       }
@@ -432,18 +552,31 @@ class Emitter {
     return printer_.print(e);
   }
 
+  std::string block(const Axis& a) const {
+    std::string b = a.prefix;
+    for (char& c : b) c = static_cast<char>(std::toupper(c));
+    return b + "BLOCK";
+  }
+
   std::string shape(int dims) const {
-    if (!reduction_) return "[XBLOCK]";
-    if (dims == (kX | kR)) return "[XBLOCK, RBLOCK]";
-    if (dims == kR) return "[1, RBLOCK]";
-    return "[XBLOCK, 1]";
+    if (!two_d_) return "[XBLOCK]";
+    if (dims == (kRows | kCols)) return "[" + block(rows_) + ", " + block(cols_) + "]";
+    if (dims == kCols) return "[1, " + block(cols_) + "]";
+    return "[" + block(rows_) + ", 1]";
+  }
+
+  bool masked(const Axis& a) const {
+    if (a.prefix == "y") return plan_.ymask;
+    if (a.prefix == "r") return plan_.rmask;
+    return plan_.xmask;
   }
 
   // The block masks that apply to something spanning `dims`.
   std::string block_mask(int dims) const {
     std::string m;
-    if ((dims & kX) && plan_.xmask) m = "xmask";
-    if ((dims & kR) && plan_.rmask) m += (m.empty() ? "" : " & ") + std::string("rmask");
+    if ((dims & kRows) && masked(rows_)) m = rows_.prefix + "mask";
+    if ((dims & kCols) && two_d_ && masked(cols_))
+      m += (m.empty() ? "" : " & ") + cols_.prefix + "mask";
     return m;
   }
 
@@ -591,7 +724,7 @@ class Emitter {
     Expr idx = sym::substitute(b.write_index(), m.var_map);
     std::string ptr = ptr_.at(b.name) + " + (" + index_text(idx - b.layout.offset, &d) + ")";
     // One element (a 0-d output): the value may still be a one-lane block.
-    if (d == kNone) value_dims |= kX;
+    if (d == kNone) value_dims |= kRows;
     // A value spanning more than its index (a full reduction's result, one row per block lane):
     // the pointers are broadcast to the value's shape; masked lanes stay unwritten.
     if ((value_dims & ~d) != 0) {
@@ -627,7 +760,7 @@ class Emitter {
   }
 
   std::string full_block(const std::string& v, Value value) {
-    if (dims(value) == (kX | kR) && value.op() != Op::Constant) return v;
+    if (dims(value) == (kRows | kCols) && value.op() != Op::Constant) return v;
     std::string name = "tmp" + std::to_string(next_tmp_++);
     line(name + " = tl.broadcast_to(" + v + ", [XBLOCK, RBLOCK])");
     return name;
@@ -764,10 +897,10 @@ class Emitter {
       memo_.pop_back();
       // r variables go right after rindex, inside the loop.
       std::string defs;
-      for (size_t j = 0; j < rvars_.size(); ++j) {
-        if (!used_.count(rvars_[j].name())) continue;
-        defs += std::string(indent_ * 4, ' ') + rvars_[j].name() + " = " +
-                var_definition(j, k_.rsizes, rindex_) + "\n";
+      for (size_t j = 0; j < cols_.vars.size(); ++j) {
+        if (!used_.count(cols_.vars[j].name())) continue;
+        defs += std::string(indent_ * 4, ' ') + cols_.vars[j].name() + " = " +
+                var_definition(j, cols_.sizes, cols_.flat) + "\n";
       }
       for (const std::string& u : used_) outer_used.insert(u);
       used_ = outer_used;
@@ -805,7 +938,7 @@ class Emitter {
     out_ = &text;
     for (const PendingResult& r : pending_results_) {
       const ir::Buffer& b = prog_.buffers[r.member->buffer];
-      finish_member(b, *r.member, r.text, r.dtype, kX, false);
+      finish_member(b, *r.member, r.text, r.dtype, kRows, false);
     }
     pending_results_.clear();
     stage_text += text.str();
@@ -835,25 +968,39 @@ class Emitter {
   std::string prologue() {
     std::ostringstream p;
     std::string pid = int64_ ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
-    p << "    xoffset = " << pid << " * XBLOCK\n";
-    p << "    xindex = xoffset + tl.arange(0, XBLOCK)" << (reduction_ ? "[:, None]" : "") << "\n";
-    if (plan_.xmask) p << "    xmask = xindex < xnumel\n";
-    std::string arange =
-        std::string("tl.arange(0, RBLOCK)[None, :]") + (int64_ ? ".to(tl.int64)" : "");
-    if (reduction_ && plan_.persistent) {
-      p << "    rindex = " << arange << "\n";
-      if (plan_.rmask) p << "    rmask = rindex < rnumel\n";
-    } else if (reduction_) {
-      p << "    rbase = " << arange << "\n";
+    if (plan_.tiled) {
+      // One program per tile, row-major over the tiles (neighbouring programs share rows).
+      p << "    pid = " << pid << "\n";
+      p << "    xtiles = tl.cdiv(xnumel, XBLOCK)\n";
+      p << "    yoffset = (pid // xtiles) * YBLOCK\n";
+      p << "    xoffset = (pid % xtiles) * XBLOCK\n";
+      p << "    yindex = yoffset + tl.arange(0, YBLOCK)[:, None]\n";
+      p << "    xindex = xoffset + tl.arange(0, XBLOCK)[None, :]\n";
+      if (plan_.ymask) p << "    ymask = yindex < ynumel\n";
+      if (plan_.xmask) p << "    xmask = xindex < xnumel\n";
+    } else {
+      p << "    xoffset = " << pid << " * XBLOCK\n";
+      p << "    xindex = xoffset + tl.arange(0, XBLOCK)" << (reduction_ ? "[:, None]" : "") << "\n";
+      if (plan_.xmask) p << "    xmask = xindex < xnumel\n";
+      std::string arange =
+          std::string("tl.arange(0, RBLOCK)[None, :]") + (int64_ ? ".to(tl.int64)" : "");
+      if (reduction_ && plan_.persistent) {
+        p << "    rindex = " << arange << "\n";
+        if (plan_.rmask) p << "    rmask = rindex < rnumel\n";
+      } else if (reduction_) {
+        p << "    rbase = " << arange << "\n";
+      }
     }
-    for (size_t i = 0; i < xvars_.size(); ++i) {
-      if (used_.count(xvars_[i].name()))
-        p << "    " << xvars_[i].name() << " = " << var_definition(i, k_.xsizes, xindex_) << "\n";
+    for (size_t i = 0; i < rows_.vars.size(); ++i) {
+      if (used_.count(rows_.vars[i].name()))
+        p << "    " << rows_.vars[i].name() << " = " << var_definition(i, rows_.sizes, rows_.flat)
+          << "\n";
     }
-    if (plan_.persistent) {
-      for (size_t j = 0; j < rvars_.size(); ++j) {
-        if (used_.count(rvars_[j].name()))
-          p << "    " << rvars_[j].name() << " = " << var_definition(j, k_.rsizes, rindex_) << "\n";
+    if (plan_.persistent || plan_.tiled) {
+      for (size_t j = 0; j < cols_.vars.size(); ++j) {
+        if (used_.count(cols_.vars[j].name()))
+          p << "    " << cols_.vars[j].name() << " = " << var_definition(j, cols_.sizes, cols_.flat)
+            << "\n";
       }
     }
     return p.str();
@@ -876,16 +1023,17 @@ class Emitter {
 
   const ir::Program& prog_;
   const sched::Schedule& s_;
-  const sched::Kernel& k_;
+  sched::Kernel k_;  // a copy: tiled kernels rename their variables
   sym::RangeEnv env_;
   IndexPrinter printer_;
   LaunchPlan plan_;
   bool reduction_ = false;
   bool int64_ = false;
   bool interpreted_ = false;  // CPU tensors: the kernel runs under Triton's interpreter
-  Expr xindex_ = Expr::symbol("xindex");
-  Expr rindex_ = Expr::symbol("rindex");
-  std::vector<Expr> xvars_, rvars_;
+  // Block axis 0 (rows) and 1 (columns): x and r for reductions, y and x for tiled kernels; a
+  // flat pointwise kernel has only rows (x).
+  Axis rows_, cols_;
+  bool two_d_ = false;
   std::ostringstream* out_ = nullptr;
   int indent_ = 1;
   int next_tmp_ = 0;
@@ -903,8 +1051,8 @@ class Emitter {
 
 std::string triton_kernel_prefix(const sched::Kernel& k) {
   if (!is_reduction_kernel(k)) return "triton_poi";
-  auto r = product(k.rsizes).as_int();
-  return r && *r <= kPersistentMaxRnumel ? "triton_per" : "triton_red";
+  if (!product(k.xsizes).as_int() || !product(k.rsizes).as_int()) return "triton_red";
+  return plan_launch(k).persistent ? "triton_per" : "triton_red";
 }
 
 KernelSource render_triton_kernel(const ir::Program& prog, const sched::Schedule& s,

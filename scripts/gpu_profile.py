@@ -1,0 +1,84 @@
+"""Where a model's GPU time goes under coil and under Inductor: per-kernel CUDA time from
+torch.profiler, side by side, plus wall time per call and the first call's time.
+
+    python scripts/gpu_profile.py --model gpt2 [--batch 8 --seq 512] [--top 25]
+"""
+
+import argparse
+import time
+
+import torch
+
+
+def build(model: str, batch: int, seq: int):
+    if model == "gpt2":
+        from transformers import GPT2Config, GPT2Model
+
+        cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        m = GPT2Model(cfg)
+        ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
+        fn = lambda mod: (lambda ids: mod(ids, use_cache=False)[0])  # noqa: E731
+        return m.cuda().to(torch.bfloat16).eval(), (ids,), fn
+    raise SystemExit(f"unknown model {model}")
+
+
+def profile(name, call, inputs, top):
+    with torch.no_grad():
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        call(*inputs)
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t
+        for _ in range(5):
+            call(*inputs)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(20):
+            t = time.perf_counter()
+            call(*inputs)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        times.sort()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                call(*inputs)
+            torch.cuda.synchronize()
+    events = prof.key_averages()
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    total = sum(e.self_device_time_total for e in kernels) / 5 / 1e3
+    launches = sum(e.count for e in kernels) / 5
+    print(f"\n=== {name}: first call {first:.2f} s, median {times[len(times)//2]*1e3:.3f} ms/call, "
+          f"GPU kernel time {total:.3f} ms/call, {launches:.0f} kernels/call")
+    kernels.sort(key=lambda e: -e.self_device_time_total)
+    for e in kernels[:top]:
+        print(f"  {e.self_device_time_total/5/1e3:8.3f} ms  x{e.count//5:<4d} {e.key[:110]}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="gpt2")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--backends", default="eager,inductor,coil")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    model, inputs, fn = build(a.model, a.batch, a.seq)
+    for backend in a.backends.split(","):
+        torch._dynamo.reset()
+        call = fn(model) if backend == "eager" else torch.compile(fn(model), backend=backend)
+        profile(backend, call, inputs, a.top)
+    try:
+        import coil
+
+        for g in coil.compiled_graphs():
+            print("coil graph", g.graph_id, g.kind, len(g.kernel_names), "kernels; fallback ops:",
+                  g.fallback_ops, "extern:", g.extern_ops, "eager_fallback:", g.eager_fallback,
+                  {k: round(v, 4) for k, v in g.seconds.items()})
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
