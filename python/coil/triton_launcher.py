@@ -187,7 +187,8 @@ class _Bound:
 
     @staticmethod
     def make(kernel, grid: int, scalars: tuple, tensors):
-        if triton.knobs.runtime.launch_enter_hook is not None:
+        if _hooked(triton.knobs.runtime.launch_enter_hook) or _hooked(
+                triton.knobs.runtime.launch_exit_hook):
             return None  # a profiler hook wants the JIT's full launch path
         if hasattr(kernel, "result"):
             kernel = kernel.result()
@@ -214,6 +215,14 @@ class _Bound:
     def __call__(self, tensors):
         self.run(self.grid, 1, 1, self.stream(), self.function, self.metadata, None, None, None,
                  *tensors, *self.scalars)
+
+
+def _hooked(hook) -> bool:
+    # Triton 3.6 keeps hooks in a HookChain (never None); older versions use None or a callable.
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
 
 
 def precompile(launchers, workers: int | None = None) -> None:

@@ -193,9 +193,14 @@ void register_pointwise(Registry& r) {
   reg_binary(r, "floor_divide", Op::FloorDiv);
   for (const char* overload : {".Tensor_Scalar", ".Tensor_Tensor", ".Scalar"}) {
     reg_math(r, std::string("aten.pow") + overload, 2, [](const std::vector<Value>& v) {
+      // The exponents ATen's pow kernels special-case (CPU and CUDA), computed the same way:
+      // cheap, and bit-identical to eager (gelu's tanh form raises to 3 in every transformer).
       if (is_float_constant(v[1], 2.0)) return ir::mul(v[0], v[0]);
+      if (is_float_constant(v[1], 3.0)) return ir::mul(ir::mul(v[0], v[0]), v[0]);
       if (is_float_constant(v[1], 1.0)) return v[0];
       if (is_float_constant(v[1], 0.5)) return ir::unary(Op::Sqrt, v[0]);
+      if (is_float_constant(v[1], -1.0)) return ir::unary(Op::Reciprocal, v[0]);
+      if (is_float_constant(v[1], -2.0)) return ir::unary(Op::Reciprocal, ir::mul(v[0], v[0]));
       return ir::binary(Op::Pow, v[0], v[1]);
     });
   }

@@ -131,10 +131,16 @@ TEST(Pointwise, PowByTwoAndOneHalf) {
                                DType::Float32)),
             "tmp0 = load(arg0_1, v0) : f32\n"
             "tmp1 = sqrt(tmp0) : f32\n");
+  // x^3 is x * x * x, as in ATen's pow kernels (bit-identical to eager in float32).
   EXPECT_EQ(output_body(binary("aten.pow.Tensor_Scalar", contiguous({4}), farg(3.0), std::nullopt,
                                DType::Float32)),
             "tmp0 = load(arg0_1, v0) : f32\n"
-            "tmp1 = constant(3) : f32\n"
+            "tmp1 = mul(tmp0, tmp0) : f32\n"
+            "tmp2 = mul(tmp1, tmp0) : f32\n");
+  EXPECT_EQ(output_body(binary("aten.pow.Tensor_Scalar", contiguous({4}), farg(2.5), std::nullopt,
+                               DType::Float32)),
+            "tmp0 = load(arg0_1, v0) : f32\n"
+            "tmp1 = constant(2.5) : f32\n"
             "tmp2 = pow(tmp0, tmp1) : f32\n");
 }
 
