@@ -159,3 +159,60 @@ def test_cpu_scalar_tensor_input():
     # memory only, so the wrapper copies it over.
     scale = torch.tensor(2.5)
     check(lambda x, s: (x * s).exp(), randn(64, 33), scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16], ids=["f32", "bf16"])
+def test_transposed_tiles(dtype):
+    # A transposed read with a contiguous store runs in 2-D tiles (sizes not multiples of a tile).
+    names = check(lambda x, y: ((x.t() + y).contiguous(), x.permute(1, 0).relu().contiguous()),
+                  randn(1000, 3001, dtype=dtype), randn(3001, 1000, dtype=dtype))
+    assert len(names) >= 1
+
+
+def test_nhwc_to_nchw():
+    check(lambda x: (x.permute(0, 3, 1, 2) * 2).contiguous(), randn(8, 56, 56, 96, dtype=BF16))
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "mean_bf16", "prod"])
+def test_split_reduction(op):
+    # Few output rows, long rows: a partial pass over many programs, then a second pass.
+    x = randn(1 << 22) if op != "prod" else 1 + randn(1 << 20) * 1e-4
+    fns = {
+        "sum": lambda t: t.sum(),
+        "amax": lambda t: t.amax(),
+        "mean_bf16": lambda t: t.to(BF16).view(4, -1).mean(1),
+        "prod": lambda t: t.prod(),
+    }
+    names = check(fns[op], x, atol=1e-2, rtol=1e-3)
+    assert len(names) == 2, names
+
+
+@pytest.mark.parametrize("cols", [4096, 32768, 65536], ids=["4k", "32k", "64k"])
+def test_long_rows(cols):
+    # Up to 32768 a row stays in registers (persistent); beyond, a loop over r.
+    x = randn(64, cols, dtype=BF16)
+    kind = "per" if cols <= 32768 else "red"
+    check(lambda x: (torch.softmax(x, -1), x.float().pow(2).mean(-1)), x, kinds=[kind])
+
+
+def test_misaligned_input_takes_the_checked_launch_path():
+    # The direct launch path assumes 16-byte aligned pointers; a view with an odd offset must
+    # still compute the right thing.
+    import coil
+
+    f = torch.compile(lambda x: x * 2 + 1, backend=coil.backend.coil_backend)
+    base = randn(4097)
+    aligned, misaligned = base[:4096], base[1:]
+    torch.testing.assert_close(f(aligned), aligned * 2 + 1)
+    torch.testing.assert_close(f(misaligned), misaligned * 2 + 1)
+    torch.testing.assert_close(f(aligned), aligned * 2 + 1)
+
+
+def test_wrapper_guards_the_device(tmp_path):
+    import coil
+
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        check(lambda x: x.exp(), randn(128))
+    code = open(os.path.join(coil.compiled_graphs()[-1].debug_dir, "output_code.py")).read()
+    assert "with torch.cuda._DeviceGuard(0):" in code
+    assert "empty_strided_cuda(" in code

@@ -73,6 +73,7 @@ TEST(PythonWrapper, ModuleHeaderLoadsTheKernels) {
             "import torch\n"
             "\n"
             "from coil import runtime as coil_runtime\n"
+            "from coil.runtime import empty_strided_cpu, empty_strided_cuda, reinterpret_tensor\n"
             "\n"
             "CPP_SOURCE = r'''\n"
             "<kernel source>\n"
@@ -90,7 +91,7 @@ TEST(PythonWrapper, CallTakesItsArgsAllocatesLaunchesAndReturns) {
             "    arg0_1, arg1_1, = args\n"
             "    args.clear()\n"
             "    # cpp_fused_add_0: add\n"
-            "    buf0 = torch.empty_strided((8, 16), (16, 1), dtype=torch.float32, device='cpu')\n"
+            "    buf0 = empty_strided_cpu((8, 16), (16, 1), torch.float32)\n"
             "    cpp_fused_add_0(arg0_1, arg1_1, buf0)\n"
             "    return (buf0, )\n");
 }
@@ -105,13 +106,13 @@ TEST(PythonWrapper, FreesAndReusesAsPlanned) {
             "    # extern: mm\n"
             "    buf0 = torch.ops.aten.mm.default(arg0_1, arg0_1)\n"
             "    # cpp_fused_exp_0: exp\n"
-            "    buf1 = torch.empty_strided((8, 8), (8, 1), dtype=torch.float32, device='cpu')\n"
+            "    buf1 = empty_strided_cpu((8, 8), (8, 1), torch.float32)\n"
             "    cpp_fused_exp_0(buf0, buf1)\n"
             "    del buf0\n"
             "    # extern: mm_1\n"
             "    buf2 = torch.ops.aten.mm.default(buf1, arg0_1)\n"
             "    # cpp_fused_neg_1: neg\n"
-            "    buf3 = torch.as_strided(buf1, (8, 8), (8, 1), 0)\n"
+            "    buf3 = reinterpret_tensor(buf1, (8, 8), (8, 1), 0)\n"
             "    del buf1  # reuse\n"
             "    cpp_fused_neg_1(buf2, buf3)\n"
             "    del buf2\n"
@@ -218,7 +219,7 @@ TEST(PythonWrapper, ViewsOfInputsAreReturnedAsStridedViews) {
             "def call(args):\n"
             "    arg0_1, = args\n"
             "    args.clear()\n"
-            "    return (torch.as_strided(arg0_1, (8, 4), (1, 8), 0), arg0_1, None, )\n");
+            "    return (reinterpret_tensor(arg0_1, (8, 4), (1, 8), 0), arg0_1, None, )\n");
   // No kernels: nothing to load.
   EXPECT_FALSE(contains(w.text, "CPP_SOURCE"));
 }

@@ -49,7 +49,7 @@ std::string view_text(const ir::Program& prog, const ir::TensorRef& ref) {
   if (ref.sizes == b.layout.sizes && ref.strides == b.layout.strides &&
       ref.offset == b.layout.offset)
     return ref.buffer;
-  return "torch.as_strided(" + ref.buffer + ", " + tuple_text(ref.sizes) + ", " +
+  return "reinterpret_tensor(" + ref.buffer + ", " + tuple_text(ref.sizes) + ", " +
          tuple_text(ref.strides) + ", " + sym::to_python(ref.offset) + ")";
 }
 
@@ -62,7 +62,8 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
                           const std::string& source) {
   std::ostringstream out;
   out << "import torch\nimport triton\nimport triton.language as tl\n\nfrom coil import "
-         "triton_launcher\n\n";
+         "triton_launcher\nfrom coil.runtime import empty_strided_cpu, empty_strided_cuda, "
+         "reinterpret_tensor\n\n";
   out << "# triton.language.extra.libdevice; under TRITON_INTERPRET=1, a NumPy stand-in.\n";
   out << "libdevice = triton_launcher.libdevice()\n\n\n";
   if (kernels.empty()) return out.str();
@@ -152,7 +153,8 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   if (triton) {
     out << triton_header(prog, kernels, kernel_file_source);
   } else {
-    out << "import torch\n\nfrom coil import runtime as coil_runtime\n\n";
+    out << "import torch\n\nfrom coil import runtime as coil_runtime\nfrom coil.runtime import "
+           "empty_strided_cpu, empty_strided_cuda, reinterpret_tensor\n\n";
   }
   if (!kernels.empty() && !triton) {
     out << "CPP_SOURCE = r'''\n" << kernel_file_source << "'''\n\n";
@@ -163,7 +165,21 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     out << "\n";
   }
 
-  out << "\ndef call(args):\n";
+  // The graph's GPU: calls run under a device guard for it, so that allocations and launches
+  // go to that device whatever the caller's current device is.
+  std::string gpu;
+  for (const ir::Buffer& b : prog.buffers) {
+    if (gpu.empty() && b.layout.device.rfind("cuda", 0) == 0) gpu = b.layout.device;
+  }
+  std::string gpu_index = gpu.size() > 5 ? gpu.substr(5) : "";
+  if (!gpu_index.empty()) {
+    out << "\ndef call(args):\n";
+    out << "    with torch.cuda._DeviceGuard(" << gpu_index << "):\n";
+    out << "        return _call(args)\n\n";
+    out << "\ndef _call(args):\n";
+  } else {
+    out << "\ndef call(args):\n";
+  }
   std::string names;
   for (size_t i = 0; i < prog.inputs.size(); ++i) {
     names += (prog.inputs[i].empty() ? "_scalar" + std::to_string(i) : prog.inputs[i]) + ", ";
@@ -206,14 +222,23 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
       return;
     }
     if (!plan.reuses.empty()) {
-      out << "    " << b.name << " = torch.as_strided(" << plan.reuses << ", "
+      out << "    " << b.name << " = reinterpret_tensor(" << plan.reuses << ", "
           << tuple_text(b.layout.sizes) << ", " << tuple_text(b.layout.strides) << ", 0)\n";
       out << "    del " << plan.reuses << "  # reuse\n";
       return;
     }
-    out << "    " << b.name << " = torch.empty_strided(" << tuple_text(b.layout.sizes) << ", "
-        << tuple_text(b.layout.strides) << ", dtype=" << dtype_text(b.layout.dtype)
-        << ", device=" << quote(b.layout.device) << ")\n";
+    std::string shape = tuple_text(b.layout.sizes) + ", " + tuple_text(b.layout.strides) + ", ";
+    if (b.layout.device == "cpu") {
+      out << "    " << b.name << " = empty_strided_cpu(" << shape << dtype_text(b.layout.dtype)
+          << ")\n";
+    } else if (b.layout.device == gpu) {  // the guarded (current) device
+      out << "    " << b.name << " = empty_strided_cuda(" << shape << dtype_text(b.layout.dtype)
+          << ")\n";
+    } else {
+      out << "    " << b.name << " = torch.empty_strided(" << shape
+          << "dtype=" << dtype_text(b.layout.dtype) << ", device=" << quote(b.layout.device)
+          << ")\n";
+    }
   };
 
   for (size_t step = 0; step < s.steps.size(); ++step) {
