@@ -5,6 +5,7 @@ COIL_DEBUG_DIR=path     write them under path instead
 COIL_CACHE_DIR=path     where built kernels are cached (default: a private folder in the temp dir)
 COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, output_code,
                         fallback, perf (phase timings, Triton launch tuning)
+COIL_COMPILE_BACKWARD=0 run training graphs' backward passes eagerly (default: coil compiles them)
 COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
                         Triton's interpreter; needs TRITON_INTERPRET=1; slow, for testing).
                         Graphs on CUDA devices always get Triton kernels.
@@ -36,6 +37,7 @@ class Options:
     compiler: str = "g++"
     inject_build_failure: bool = False  # testing only: break the generated source
     cpu_backend: str = "cpp"  # "cpp" or "triton": kernels for graphs on the CPU
+    compile_backward: bool = True  # False: AOTAutograd's backward graphs run eagerly
 
 
 def _from_env() -> Options:
@@ -51,6 +53,8 @@ def _from_env() -> Options:
     opts.logs = frozenset(x.strip() for x in logs.split(",") if x.strip())
     if os.environ.get("COIL_CPU_BACKEND"):
         opts.cpu_backend = os.environ["COIL_CPU_BACKEND"]
+    if os.environ.get("COIL_COMPILE_BACKWARD", "1") in ("0", ""):
+        opts.compile_backward = False
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     return opts

@@ -207,6 +207,36 @@ def test_gpt2_lm_head_with_padding_mask():
     assert out.shape == (2, 12, 128)
 
 
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_gpt2_training_step_gradients(attn):
+    transformers = pytest.importorskip("transformers")
+    # Forward and backward graphs both go through coil; every gradient must match eager's
+    # (regression: with torch's decomposition of CPU flash attention they did not).
+    cfg = transformers.GPT2Config(
+        vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=2, use_cache=False,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    cfg._attn_implementation = attn
+    torch.manual_seed(0)
+    ref = transformers.GPT2Model(cfg).train()
+    model = copy.deepcopy(ref)
+    ids = torch.randint(0, 128, (2, 16))
+
+    def step(call, m):
+        loss = call(ids).square().mean()
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters()}
+
+    expected = step(lambda i: ref(input_ids=i, use_cache=False).last_hidden_state, ref)
+    compiled = compile_fn(lambda i: model(input_ids=i, use_cache=False).last_hidden_state,
+                          dynamic=False)
+    actual = step(compiled, model)
+    assert_same(actual, expected, **MODEL_TOL)
+    if BACKEND == "coil":
+        kinds = {r.kind for r in coil_records() if not r.eager_fallback}
+        assert {"forward", "backward"} <= kinds, [(r.kind, r.eager_fallback) for r in coil_records()]
+
+
 class CNN(nn.Module):
     def __init__(self):
         super().__init__()

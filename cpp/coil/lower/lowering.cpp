@@ -261,15 +261,27 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
 
 namespace {
 
-// Replaces tensor arguments by indices into `tensors`, realizing them as needed.
-graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors) {
+// Replaces tensor arguments by indices into `tensors`, realizing them as needed. A fallback op
+// gets each tensor with the strides eager gave it (the graph's meta): some ATen kernels (the
+// attention backward ops, for one) assume the layouts their forward produced.
+graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
+                         bool eager_strides) {
   if (a.kind == graph::Arg::Kind::List) {
     std::vector<graph::Arg> items;
-    for (const auto& item : a.list) items.push_back(to_extern_arg(L, item, tensors));
+    for (const auto& item : a.list) items.push_back(to_extern_arg(L, item, tensors, eager_strides));
     return graph::Arg::list_of(std::move(items));
   }
   if (a.kind != graph::Arg::Kind::Node) return a;
-  tensors.push_back(L.as_ref(L.box(a)));
+  ir::TensorRef ref = L.as_ref(L.box(a));
+  const graph::Node& src = L.graph().node(a.node);
+  if (eager_strides && src.meta.size() == 1 && src.meta[0].strides.size() == ref.strides.size()) {
+    const graph::TensorMeta& m = src.meta[0];
+    bool same = true;
+    for (size_t i = 0; i < ref.strides.size(); ++i)
+      same &= ref.sizes[i] == Expr(1) || ref.strides[i] == m.strides[i];
+    if (!same) ref = L.as_ref(L.realize(L.box(a), &m.strides));
+  }
+  tensors.push_back(ref);
   return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
 }
 
@@ -280,9 +292,10 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.op = n.target;
   call.is_fallback = is_fallback;
   call.origin = n.name;
-  for (const auto& a : n.args) call.args.push_back(to_extern_arg(*this, a, call.tensors));
+  for (const auto& a : n.args)
+    call.args.push_back(to_extern_arg(*this, a, call.tensors, is_fallback));
   for (const auto& [k, a] : n.kwargs)
-    call.kwargs.push_back({k, to_extern_arg(*this, a, call.tensors)});
+    call.kwargs.push_back({k, to_extern_arg(*this, a, call.tensors, is_fallback)});
   call.returns_tuple = n.meta.size() != 1;
   int extern_id = static_cast<int>(prog_.externs.size());
   std::vector<TensorBox> out;
