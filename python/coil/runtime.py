@@ -32,6 +32,19 @@ empty_strided_cpu = _empty_cpu or _empty_strided_cpu
 empty_strided_cuda = _empty_cuda or _empty_strided_cuda
 
 
+def require_strides(t, strides):
+    """t itself when it has `strides` (size-1 dims ignored), else a copy laid out that way: the
+    wrapper's check on a library call whose output layout coil assumed."""
+    have = t.stride()
+    if have == strides:
+        return t
+    if all(s1 == s2 or n == 1 for s1, s2, n in zip(have, strides, t.shape)):
+        return t
+    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
 def load_cpp(source: str):
     """Builds (or finds in the cache) the shared library for `source` and loads it."""
     opts = config.options

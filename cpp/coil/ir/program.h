@@ -69,7 +69,10 @@ struct ExternCall {
   std::vector<std::string> outputs;  // one buffer per tensor the op returns (tuple order)
   bool returns_tuple = false;
   bool is_fallback = false;  // true: coil has no lowering; false: a deliberate library call
-  std::string origin;        // the graph node
+  // The single output's layout is one coil chose (channels-last convolutions), not the graph's
+  // meta: the wrapper checks the library returned it and re-lays the result out otherwise.
+  bool requires_output_strides = false;
+  std::string origin;  // the graph node
 };
 
 struct Buffer {

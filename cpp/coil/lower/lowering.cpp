@@ -109,6 +109,17 @@ DType opmath(DType d) {
 
 Lowering::Lowering(const graph::Graph& g, ir::Program& prog) : g_(g), prog_(prog) {
   values_.resize(g.nodes().size());
+  for (const graph::Node& n : g.nodes()) {
+    if (n.target != "aten.convolution.default" || n.meta.size() != 1) continue;
+    const graph::TensorMeta& m = n.meta[0];
+    bool reduced = m.dtype == DType::BFloat16 || m.dtype == DType::Float16;
+    channels_last_ |= m.device.rfind("cuda", 0) == 0 && reduced && m.sizes.size() == 4;
+  }
+}
+
+std::vector<Expr> channels_last_strides(const std::vector<Expr>& s) {
+  // [N, C, H, W] stored as N, H, W, C.
+  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
 }
 
 bool Lowering::is_tensor(const graph::Arg& a) const {
@@ -205,7 +216,13 @@ TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strid
   buf.layout.dtype = box.dtype;
   buf.layout.device = box.device;
   buf.layout.sizes = box.sizes;
-  buf.layout.strides = strides ? *strides : ir::Layout::contiguous_strides(box.sizes);
+  if (strides) {
+    buf.layout.strides = *strides;
+  } else if (channels_last_ && box.sizes.size() == 4) {
+    buf.layout.strides = channels_last_strides(box.sizes);
+  } else {
+    buf.layout.strides = ir::Layout::contiguous_strides(box.sizes);
+  }
   buf.layout.offset = 0;
   buf.layout.fixed = fixed;
   buf.ranges = box.sizes;
@@ -287,7 +304,12 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
 
 }  // namespace
 
-std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallback) {
+void Lowering::replace_value(const graph::Arg& a, TensorBox box) {
+  values_.at(a.node).at(0) = std::move(box);
+}
+
+std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallback,
+                                            const std::vector<Expr>* out_strides) {
   ir::ExternCall call;
   call.op = n.target;
   call.is_fallback = is_fallback;
@@ -304,6 +326,11 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
     buf.name = new_buffer_name();
     buf.kind = ir::Buffer::Kind::Extern;
     buf.layout = {m.dtype, m.device, m.sizes, m.strides, m.offset, true};
+    if (out_strides && n.meta.size() == 1) {
+      buf.layout.strides = *out_strides;
+      buf.layout.offset = 0;
+      call.requires_output_strides = true;
+    }
     buf.extern_id = extern_id;
     buf.origins.insert(n.name);
     call.outputs.push_back(buf.name);

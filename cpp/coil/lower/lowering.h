@@ -60,6 +60,8 @@ DType promote(const std::vector<Operand>& operands);
 DType opmath(DType d);
 
 class Lowering;
+// Strides of a 4-D [N, C, H, W] tensor stored channels-last (N, H, W, C).
+std::vector<Expr> channels_last_strides(const std::vector<Expr>& sizes);
 using LowerFn = std::function<std::vector<TensorBox>(Lowering&, const graph::Node&)>;
 using Registry = std::map<std::string, LowerFn>;
 
@@ -107,8 +109,15 @@ class Lowering {
   TensorBox add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
                           std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
                           std::set<std::string> origins);
-  // Adds an extern call; returns one box per output meta.
-  std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback);
+  // Adds an extern call; returns one box per output meta. `out_strides`, when given, is the
+  // layout the library returns for a single output (else the graph's meta).
+  std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback,
+                                    const std::vector<Expr>* out_strides = nullptr);
+  // Replaces the value of a graph node (the same tensor, another layout) for later readers.
+  void replace_value(const graph::Arg& a, TensorBox box);
+  // GPU graphs with reduced-precision 2-D convolutions keep 4-D tensors channels-last (NHWC):
+  // cuDNN's fast convolutions take and return that layout (decided in run()).
+  bool channels_last() const { return channels_last_; }
   // A box reading a buffer through a layout.
   TensorBox read_buffer(const std::string& name, const ir::Layout& layout) const;
   // The node being lowered (for origins).
@@ -128,6 +137,7 @@ class Lowering {
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
   std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
   const graph::Node* current_ = nullptr;
+  bool channels_last_ = false;
   int next_buffer_ = 0;
 };
 

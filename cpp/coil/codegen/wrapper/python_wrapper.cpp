@@ -63,7 +63,7 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
   std::ostringstream out;
   out << "import torch\nimport triton\nimport triton.language as tl\n\nfrom coil import "
          "triton_launcher\nfrom coil.runtime import empty_strided_cpu, empty_strided_cuda, "
-         "reinterpret_tensor\n\n";
+         "reinterpret_tensor, require_strides\n\n";
   out << "# triton.language.extra.libdevice; under TRITON_INTERPRET=1, a NumPy stand-in.\n";
   out << "libdevice = triton_launcher.libdevice()\n\n\n";
   if (kernels.empty()) return out.str();
@@ -154,7 +154,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     out << triton_header(prog, kernels, kernel_file_source);
   } else {
     out << "import torch\n\nfrom coil import runtime as coil_runtime\nfrom coil.runtime import "
-           "empty_strided_cpu, empty_strided_cuda, reinterpret_tensor\n\n";
+           "empty_strided_cpu, empty_strided_cuda, reinterpret_tensor, require_strides\n\n";
   }
   if (!kernels.empty() && !triton) {
     out << "CPP_SOURCE = r'''\n" << kernel_file_source << "'''\n\n";
@@ -278,6 +278,11 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
       out << "    # " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin << "\n";
       if (!e.returns_tuple) {
         out << "    " << e.outputs.at(0) << " = " << call << "\n";
+        if (e.requires_output_strides) {
+          const ir::Layout& l = prog.buffer(e.outputs.at(0)).layout;
+          out << "    " << e.outputs.at(0) << " = require_strides(" << e.outputs.at(0) << ", "
+              << tuple_text(l.strides) << ")\n";
+        }
       } else {
         out << "    _result = " << call << "\n";
         for (size_t i = 0; i < e.outputs.size(); ++i)
