@@ -259,6 +259,36 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
   return read_buffer(buf.name, buf.layout);
 }
 
+TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
+                                const std::vector<Expr>& position, Value value,
+                                ir::ScatterMode mode) {
+  // The copy the scatter starts from is always a buffer of its own (only the scatter reads it),
+  // so updating it in place never changes what anything else sees.
+  TensorBox copy = realize(base);
+  const ir::Buffer& c = prog_.buffer(copy.body->buffer);
+  ir::Buffer buf;
+  buf.name = new_buffer_name();
+  buf.kind = ir::Buffer::Kind::Scatter;
+  buf.layout = c.layout;
+  buf.ranges = std::move(ranges);
+  buf.base = c.name;
+  std::vector<Expr> syms;
+  for (const Expr& p : position) {
+    for (const Expr& s : ir::indirect_symbols(p)) syms.push_back(s);
+  }
+  buf.target = ir::index_expr(buf.layout.index(position), DType::Int64);
+  // Every index is checked, even one whose symbol cancels out of the target.
+  Expr missing = 0;
+  for (const Expr& s : syms) {
+    if (!sym::depends_on(buf.target->index, s)) missing = missing + s;
+  }
+  buf.body = ir::guard(ir::cast(value, buf.layout.dtype), missing);
+  buf.scatter_mode = mode;
+  if (current_) buf.origins.insert(current_->name);
+  prog_.buffers.push_back(buf);
+  return read_buffer(buf.name, buf.layout);
+}
+
 namespace {
 
 // Replaces tensor arguments by indices into `tensors`, realizing them as needed.
@@ -472,6 +502,7 @@ const Registry& registry() {
     register_reductions(r);
     register_views(r);
     register_creation(r);
+    register_indexing(r);
     register_externs(r);
     return r;
   }();
