@@ -443,9 +443,11 @@ std::string index_text(const sym::Expr& index,
                        const std::unordered_map<const ScalarNode*, std::string>& names) {
   sym::ExprMap shown;
   std::string checks;
+  std::map<std::string, int> uses;  // one value may index two dims: x[i, i]
   for (const sym::Expr& s : indirect_symbols(index)) {
     const Indirect* b = indirect_of(s);
-    const std::string& name = names.at(b->value.get());
+    std::string name = names.at(b->value.get());
+    if (uses[name]++) name += "_" + std::to_string(uses[name]);
     shown[s] = sym::Expr::symbol(name);
     std::string lo = b->wrap ? (-b->size).str() : "0";
     checks += ", check " + lo + " <= " + name + " < " + b->size.str();

@@ -265,7 +265,8 @@ TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
   // The copy the scatter starts from is always a buffer of its own (only the scatter reads it),
   // so updating it in place never changes what anything else sees.
   TensorBox copy = realize(base);
-  const ir::Buffer& c = prog_.buffer(copy.body->buffer);
+  ir::Buffer& c = prog_.buffers.back();
+  if (current_) c.origins.insert(current_->name);
   ir::Buffer buf;
   buf.name = new_buffer_name();
   buf.kind = ir::Buffer::Kind::Scatter;

@@ -270,6 +270,14 @@ class Emitter {
     if (k_.has_reduction() && k_.column_block == 0) {
       c << "// decision: reduction looped over r inside each x point (CPU)\n";
     }
+    if (const ir::Buffer* sc = scatter()) {
+      std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
+                                                                     "index keeps one value)"
+                        : atomic_scatter()                         ? "omp atomic updates"
+                                           : "serial updates, in index order";
+      c << "// decision: scatter " << ir::scatter_mode_name(sc->scatter_mode) << " into "
+        << sc->name << ": " << how << "\n";
+    }
     return c.str();
   }
 
