@@ -556,6 +556,10 @@ class Emitter {
       d |= value_dims;
       ptr = "tl.broadcast_to(" + ptr + ", " + shape(d) + ")";
     }
+    // Atomics take one value per pointer, in a tensor of its own (Triton's interpreter misreads
+    // a broadcast view there).
+    std::string value =
+        var + " + tl.zeros(" + shape(d) + ", " + triton::dtype_text(b.layout.dtype) + ")";
     std::string mask = block_mask(d);
     std::string tail = mask.empty() ? ")" : ", mask=" + mask + ")";
     DType t = b.layout.dtype;
@@ -564,7 +568,7 @@ class Emitter {
         line("tl.store(" + ptr + ", " + var + (mask.empty() ? ")" : ", " + mask + ")"));
         return;
       case ir::ScatterMode::Add:
-        line("tl.atomic_add(" + ptr + ", " + var + tail);
+        line("tl.atomic_add(" + ptr + ", " + value + tail);
         return;
       case ir::ScatterMode::Max:
       case ir::ScatterMode::Min:
@@ -572,7 +576,7 @@ class Emitter {
         if (!graph::is_floating(t) && t != DType::Bool) {
           std::string fn =
               b.scatter_mode == ir::ScatterMode::Max ? "tl.atomic_max(" : "tl.atomic_min(";
-          line(fn + ptr + ", " + var + tail);
+          line(fn + ptr + ", " + value + tail);
           return;
         }
         break;
