@@ -193,6 +193,12 @@ std::vector<TensorBox> lower_embedding(Lowering& L, const Node& n) {
 
 // ---- writes ----
 
+// Whether the target can run a scatter of this mode into a tensor like the node's output.
+bool can_scatter(const Lowering& L, const Node& n, ir::ScatterMode mode) {
+  const graph::TensorMeta& m = L.meta(n);
+  return !L.options().triton || scatter_has_atomic(mode, m.dtype, m.device);
+}
+
 std::vector<TensorBox> lower_index_put(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   const Arg* values_arg = L.arg(n, 2, "values");
@@ -212,6 +218,7 @@ std::vector<TensorBox> lower_index_put(Lowering& L, const Node& n) {
   std::vector<Expr> pos = a->position(x, idx, syms);
   Value v = values.load(broadcast_index(values, a->sizes, idx));
   bool accumulate = acc && acc->kind == Arg::Kind::Bool && acc->b;
+  if (!can_scatter(L, n, accumulate ? ir::ScatterMode::Add : ir::ScatterMode::Store)) return {};
   TensorBox out = L.add_scatter(x, a->sizes, pos, v,
                                 accumulate ? ir::ScatterMode::Add : ir::ScatterMode::Store);
   out.origins = x.origins;
@@ -310,6 +317,7 @@ std::vector<TensorBox> lower_scatter(Lowering& L, const Node& n,
     mode = *named;
   }
   DType d = L.meta(n).dtype;
+  if (!can_scatter(L, n, mode)) return {};
   TensorBox out = scatter_along(L, *s, *s->x, scatter_value(L, *src, d), mode);
   out.origins = s->x->origins;
   return {out};
@@ -324,7 +332,7 @@ std::vector<TensorBox> lower_scatter_reduce(Lowering& L, const Node& n) {
   bool include_self = !include || include->kind != Arg::Kind::Bool || include->b;
   bool mean = reduce->s == "mean";
   auto mode = mean ? std::optional<ir::ScatterMode>(ir::ScatterMode::Add) : mode_named(reduce->s);
-  if (!mode) return {};
+  if (!mode || !can_scatter(L, n, *mode)) return {};
   const graph::TensorMeta& m = L.meta(n);
   DType d = m.dtype;
   Value src = scatter_value(L, n.args.at(3), d);
@@ -352,6 +360,24 @@ std::vector<TensorBox> lower_scatter_reduce(Lowering& L, const Node& n) {
 }
 
 }  // namespace
+
+bool scatter_has_atomic(ir::ScatterMode mode, DType dtype, const std::string& device) {
+  bool int32_or_64 = dtype == DType::Int32 || dtype == DType::Int64;
+  switch (mode) {
+    case ir::ScatterMode::Store:
+      return true;
+    case ir::ScatterMode::Add:
+      if (dtype == DType::Float16 || dtype == DType::BFloat16) return device != "cpu";
+      return int32_or_64 || dtype == DType::Float32 || dtype == DType::Float64;
+    case ir::ScatterMode::Max:
+    case ir::ScatterMode::Min:
+      // Float atomics would not propagate NaN as torch's amax/amin do.
+      return int32_or_64;
+    case ir::ScatterMode::Mul:
+      return false;
+  }
+  return false;
+}
 
 void register_indexing(Registry& r) {
   r["aten.index.Tensor"] = lower_index;

@@ -107,7 +107,8 @@ DType opmath(DType d) {
   return d;
 }
 
-Lowering::Lowering(const graph::Graph& g, ir::Program& prog) : g_(g), prog_(prog) {
+Lowering::Lowering(const graph::Graph& g, ir::Program& prog, LowerOptions options)
+    : g_(g), prog_(prog), options_(options) {
   values_.resize(g.nodes().size());
 }
 
@@ -516,9 +517,9 @@ std::vector<std::string> lowered_ops() {
   return {names.begin(), names.end()};
 }
 
-ir::Program lower_graph(const graph::Graph& g) {
+ir::Program lower_graph(const graph::Graph& g, const LowerOptions& options) {
   ir::Program prog;
-  Lowering L(g, prog);
+  Lowering L(g, prog, options);
   L.run();
   return prog;
 }

@@ -59,6 +59,18 @@ DType promote(const std::vector<Operand>& operands);
 // The dtype arithmetic happens in for a given dtype: float32 for bfloat16/float16.
 DType opmath(DType d);
 
+// What the target can do that changes which ops are lowered.
+struct LowerOptions {
+  // The kernels are Triton: duplicate scatter updates combine only through hardware atomics, so a
+  // scatter without an atomic form (see scatter_has_atomic) falls back to the ATen op.
+  bool triton = false;
+};
+
+// Whether Triton combines scatter updates of this mode and dtype atomically on `device` (the
+// interpreter, on "cpu", lacks 16-bit float atomics). Kept in step with the Triton renderer,
+// which rejects the others.
+bool scatter_has_atomic(ir::ScatterMode mode, DType dtype, const std::string& device);
+
 class Lowering;
 using LowerFn = std::function<std::vector<TensorBox>(Lowering&, const graph::Node&)>;
 using Registry = std::map<std::string, LowerFn>;
@@ -79,7 +91,8 @@ std::vector<std::string> lowered_ops();
 // The state of lowering one graph.
 class Lowering {
  public:
-  Lowering(const graph::Graph& g, ir::Program& prog);
+  Lowering(const graph::Graph& g, ir::Program& prog, LowerOptions options = {});
+  const LowerOptions& options() const { return options_; }
 
   // Lowers every node and the outputs into the program.
   void run();
@@ -130,6 +143,7 @@ class Lowering {
 
   const graph::Graph& g_;
   ir::Program& prog_;
+  LowerOptions options_;
   std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
   std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
@@ -138,6 +152,6 @@ class Lowering {
 };
 
 // Lowers a graph into a program (the pipeline's "lower" step).
-ir::Program lower_graph(const graph::Graph& g);
+ir::Program lower_graph(const graph::Graph& g, const LowerOptions& options = {});
 
 }  // namespace coil::lower

@@ -136,5 +136,28 @@ TEST(Indexing, ScatterReduceWithoutSelfStartsFromTheIdentity) {
   EXPECT_TRUE(p.fallback_ops.empty());
 }
 
+graph::Graph scatter_reduce_graph(DType dtype, const std::string& reduce) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({3, 2}, dtype));
+  Arg idx = b.input("arg1_1", contiguous({2, 2}, DType::Int64));
+  Arg r = b.call("scatter_reduce", "aten.scatter_reduce.two",
+                 {x, iarg(0), idx, x, Arg::str(reduce)}, contiguous({3, 2}, dtype));
+  return b.finish({r});
+}
+
+TEST(Indexing, ForTritonAScatterWithoutAnAtomicFormFallsBack) {
+  LowerOptions triton{/*triton=*/true};
+  // Float amax (NaN must propagate) and any prod have no atomic: ATen runs them.
+  EXPECT_EQ(lower_graph(scatter_reduce_graph(DType::Float32, "amax"), triton).fallback_ops,
+            std::vector<std::string>{"aten.scatter_reduce.two"});
+  EXPECT_EQ(lower_graph(scatter_reduce_graph(DType::Int64, "prod"), triton).fallback_ops,
+            std::vector<std::string>{"aten.scatter_reduce.two"});
+  EXPECT_TRUE(lower_graph(scatter_reduce_graph(DType::Int64, "amax"), triton).fallback_ops.empty());
+  EXPECT_TRUE(
+      lower_graph(scatter_reduce_graph(DType::Float32, "sum"), triton).fallback_ops.empty());
+  // The C++ kernels combine serially where they must: everything is lowered.
+  EXPECT_TRUE(lower_graph(scatter_reduce_graph(DType::Float32, "amax")).fallback_ops.empty());
+}
+
 }  // namespace
 }  // namespace coil::lower
