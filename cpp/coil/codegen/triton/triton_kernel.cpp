@@ -561,7 +561,8 @@ class Emitter {
     std::string value =
         var + " + tl.zeros(" + shape(d) + ", " + triton::dtype_text(b.layout.dtype) + ")";
     std::string mask = block_mask(d);
-    std::string tail = mask.empty() ? ")" : ", mask=" + mask + ")";
+    // Relaxed: the updates need no ordering with any other memory access of the kernel.
+    std::string tail = (mask.empty() ? "" : ", mask=" + mask) + ", sem=\"relaxed\")";
     DType t = b.layout.dtype;
     switch (b.scatter_mode) {
       case ir::ScatterMode::Store:
