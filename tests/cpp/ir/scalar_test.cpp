@@ -368,6 +368,12 @@ TEST(Indirect, OneSymbolPerValueSizeAndWrap) {
   EXPECT_NE(logic_error_of([] { indirect(f32_load("x", w0), 4, false); }), "");
 }
 
+TEST(Indirect, SymbolNamesComeFromStructureNotAddresses) {
+  // The same name in every process (kernel sources, ordered by these names, are content-hashed):
+  // a change here means generated code changes too.
+  EXPECT_EQ(indirect(i64_load("idx", w0), 10, false).name(), "indc61b5e32012dfd56");
+}
+
 TEST(Indirect, ALoadCarriesTheValuesOfItsIndirectSymbols) {
   Value i = i64_load("idx", w0);
   Value g = f32_load("w", indirect(i, 10, false) * 16 + w1);
