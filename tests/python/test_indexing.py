@@ -5,7 +5,6 @@ out-of-bounds indices, which must raise instead of touching memory outside a ten
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import BACKEND, check, coil_records, compile_fn, dtype_id, make_input, make_tensor
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool)
@@ -114,9 +113,7 @@ def test_gather_non_contiguous(kind):
 def test_take_and_take_along_dim():
     x = make_tensor((4, 5))
     check_lowered(lambda x, i: torch.take(x, i), x, torch.randint(-20, 20, (3, 2)))
-    check_lowered(
-        lambda x, i: torch.take_along_dim(x, i, 1), x, torch.randint(0, 5, (4, 3))
-    )
+    check_lowered(lambda x, i: torch.take_along_dim(x, i, 1), x, torch.randint(0, 5, (4, 3)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
@@ -175,8 +172,9 @@ def test_index_put(dtype):
     check_lowered(lambda x, i, v: x.index_put((i,), v), x, index(3, 7, unique=True), v)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64],
-                         ids=dtype_id)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64], ids=dtype_id
+)
 def test_index_put_accumulate_with_duplicates(dtype):
     x = make_tensor((5, 4), dtype)
     i = torch.tensor([0, 3, -5, 3, 1, 3])
@@ -189,6 +187,7 @@ def test_index_put_broadcast_values_and_two_index_tensors():
     i = torch.tensor([0, 2, 4])
     j = torch.tensor([1, -1, 3])
     check_lowered(lambda x, i, j, v: x.index_put((i, j), v), x, i, j, torch.tensor(7.0))
+
     # y[:, i] += v: index_put with a None entry; v [5, 1] broadcasts to the indexed shape [5, 3].
     def add_columns(x, i, v):
         y = x.clone()
@@ -222,8 +221,14 @@ def test_scatter_add_with_duplicates(dtype):
     x = make_tensor((4, 6), dtype)
     i = torch.randint(0, 6, (4, 9))
     src = make_tensor((4, 9), dtype)
-    check_lowered(lambda x, i, s: x.scatter_add(1, i, s), x, i, src, atol=1e-2 if
-                  dtype == torch.bfloat16 else None, rtol=1e-2 if dtype == torch.bfloat16 else None)
+    check_lowered(
+        lambda x, i, s: x.scatter_add(1, i, s),
+        x,
+        i,
+        src,
+        atol=1e-2 if dtype == torch.bfloat16 else None,
+        rtol=1e-2 if dtype == torch.bfloat16 else None,
+    )
 
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin", "mean"])
@@ -251,8 +256,9 @@ def test_index_add_copy_fill():
     dup = torch.tensor([0, 5, 0, 2])
     check_lowered(lambda x, i, s: x.index_add(0, i, s, alpha=2), x, dup, make_tensor((4, 4)))
     check_lowered(lambda x, i, s: x.index_add(1, i % 4, s), x, dup, make_tensor((6, 4)))
-    check_lowered(lambda x, i, s: x.index_copy(0, i, s), x, torch.tensor([4, 1]),
-                  make_tensor((2, 4)))
+    check_lowered(
+        lambda x, i, s: x.index_copy(0, i, s), x, torch.tensor([4, 1]), make_tensor((2, 4))
+    )
     check_lowered(lambda x, i: x.index_fill(1, i, -1.5), x, torch.tensor([3, 0]))
 
 
@@ -272,7 +278,8 @@ def test_boolean_masks_fall_back_and_stay_correct():
     check(lambda x, v: x.index_put((x > 0,), v), x, torch.tensor(1.0))
     if BACKEND == "coil":
         assert "aten.index.Tensor" in [op for r in coil_records() for op in r.fallback_ops] or any(
-            "index_put" in op for r in coil_records() for op in r.fallback_ops)
+            "index_put" in op for r in coil_records() for op in r.fallback_ops
+        )
 
 
 # ---- out-of-bounds indices ----
