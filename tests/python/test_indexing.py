@@ -161,6 +161,26 @@ def test_the_index_tensor_may_be_computed():
     check_lowered(f, make_tensor((4, 10)), make_tensor((10, 10)))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_interpolate_is_one_kernel(mode):
+    # Upsampling decomposes into index tensors computed from arange and an aten.index.
+    kw = {} if mode == "nearest" else {"align_corners": False}
+    check_lowered(
+        lambda x: F.interpolate(x, scale_factor=2, mode=mode, **kw), make_tensor((2, 3, 5, 6))
+    )
+    if BACKEND == "coil":
+        assert kernel_count() == 1, [r.kernel_names for r in coil_records()]
+
+
+def test_embedding_forward_of_a_trained_model():
+    emb = torch.nn.Embedding(20, 8)
+    ids = torch.randint(0, 20, (4, 5))
+    out = compile_fn(lambda ids: emb(ids).sum())(ids)
+    torch.testing.assert_close(out, emb(ids).sum())
+    out.backward()  # the backward graph runs eagerly
+    assert emb.weight.grad is not None
+
+
 # ---- writes ----
 
 

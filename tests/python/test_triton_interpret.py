@@ -190,3 +190,9 @@ def test_out_of_bounds_index_raises():
     f(x, torch.zeros(2, 3, dtype=torch.int64))
     with pytest.raises(IndexError, match="index 5 is out of bounds for dimension with size 5"):
         f(x, torch.tensor([[0, 5, 1], [0, 0, 0]]))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_interpolate(mode):
+    kw = {} if mode == "nearest" else {"align_corners": False}
+    check_triton(lambda x: F.interpolate(x, scale_factor=2, mode=mode, **kw), make_tensor((1, 2, 4, 5)))
