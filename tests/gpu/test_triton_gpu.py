@@ -180,8 +180,9 @@ def test_index_put_accumulate_and_scatter():
     check(lambda x, i, v: x.index_put((i,), v, accumulate=True), x, i, v, atol=1e-4, rtol=1e-4)
     check(lambda x, i, v: x.scatter_add(1, i, v), x, torch.randint(0, 128, (1000, 300), device=DEV),
           randn(1000, 300), atol=1e-4, rtol=1e-4)
+    # 16-bit float atomic adds are left to ATen (an extern call between coil's kernels).
     xb, vb = x.to(BF16), v.to(BF16)
-    check(lambda x, i, v: x.index_put((i,), v, accumulate=True), xb, i, vb, atol=0.5, rtol=0.05)
+    check(lambda x, i, v: x.index_put((i,), v, accumulate=True) * 2, xb, i, vb, atol=1, rtol=0.05)
 
 
 def test_out_of_bounds_index_fails_on_the_device():

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "coil/codegen/triton/triton_ops.h"
 #include "coil/lower/lowering.h"
 #include "coil/lower/pointwise_util.h"
 
@@ -196,7 +197,7 @@ std::vector<TensorBox> lower_embedding(Lowering& L, const Node& n) {
 // Whether the target can run a scatter of this mode into a tensor like the node's output.
 bool can_scatter(const Lowering& L, const Node& n, ir::ScatterMode mode) {
   const graph::TensorMeta& m = L.meta(n);
-  return !L.options().triton || scatter_has_atomic(mode, m.dtype, m.device);
+  return !L.options().triton || scatter_has_atomic(mode, m.dtype);
 }
 
 std::vector<TensorBox> lower_index_put(Lowering& L, const Node& n) {
@@ -361,22 +362,8 @@ std::vector<TensorBox> lower_scatter_reduce(Lowering& L, const Node& n) {
 
 }  // namespace
 
-bool scatter_has_atomic(ir::ScatterMode mode, DType dtype, const std::string& device) {
-  bool int32_or_64 = dtype == DType::Int32 || dtype == DType::Int64;
-  switch (mode) {
-    case ir::ScatterMode::Store:
-      return true;
-    case ir::ScatterMode::Add:
-      if (dtype == DType::Float16 || dtype == DType::BFloat16) return device != "cpu";
-      return int32_or_64 || dtype == DType::Float32 || dtype == DType::Float64;
-    case ir::ScatterMode::Max:
-    case ir::ScatterMode::Min:
-      // Float atomics would not propagate NaN as torch's amax/amin do.
-      return int32_or_64;
-    case ir::ScatterMode::Mul:
-      return false;
-  }
-  return false;
+bool scatter_has_atomic(ir::ScatterMode mode, DType dtype) {
+  return !codegen::triton::scatter_op_text(mode, dtype).empty();
 }
 
 void register_indexing(Registry& r) {

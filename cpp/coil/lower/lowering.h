@@ -66,10 +66,9 @@ struct LowerOptions {
   bool triton = false;
 };
 
-// Whether Triton combines scatter updates of this mode and dtype atomically on `device` (the
-// interpreter, on "cpu", lacks 16-bit float atomics). Kept in step with the Triton renderer,
-// which rejects the others.
-bool scatter_has_atomic(ir::ScatterMode mode, DType dtype, const std::string& device);
+// Whether Triton combines scatter updates of this mode and dtype with an atomic (the Triton op
+// table's scatter_op_text; the renderer rejects the others).
+bool scatter_has_atomic(ir::ScatterMode mode, DType dtype);
 
 class Lowering;
 using LowerFn = std::function<std::vector<TensorBox>(Lowering&, const graph::Node&)>;

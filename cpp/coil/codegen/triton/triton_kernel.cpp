@@ -563,30 +563,17 @@ class Emitter {
     std::string mask = block_mask(d);
     // Relaxed: the updates need no ordering with any other memory access of the kernel.
     std::string tail = (mask.empty() ? "" : ", mask=" + mask) + ", sem=\"relaxed\")";
-    DType t = b.layout.dtype;
-    switch (b.scatter_mode) {
-      case ir::ScatterMode::Store:
-        line("tl.store(" + ptr + ", " + var + (mask.empty() ? ")" : ", " + mask + ")"));
-        return;
-      case ir::ScatterMode::Add:
-        line("tl.atomic_add(" + ptr + ", " + value + tail);
-        return;
-      case ir::ScatterMode::Max:
-      case ir::ScatterMode::Min:
-        // Triton's float atomics do not propagate NaN as torch's amax/amin do.
-        if (!graph::is_floating(t) && t != DType::Bool) {
-          std::string fn =
-              b.scatter_mode == ir::ScatterMode::Max ? "tl.atomic_max(" : "tl.atomic_min(";
-          line(fn + ptr + ", " + value + tail);
-          return;
-        }
-        break;
-      case ir::ScatterMode::Mul:
-        break;
+    std::string op = triton::scatter_op_text(b.scatter_mode, b.layout.dtype);
+    if (op.empty()) {
+      throw std::runtime_error(std::string("triton codegen: scatter ") +
+                               ir::scatter_mode_name(b.scatter_mode) + " of " +
+                               graph::dtype_name(b.layout.dtype) + " has no atomic form");
     }
-    throw std::runtime_error(std::string("triton codegen: scatter ") +
-                             ir::scatter_mode_name(b.scatter_mode) + " of " + graph::dtype_name(t) +
-                             " has no atomic form yet");
+    if (b.scatter_mode == ir::ScatterMode::Store) {
+      line("tl.store(" + ptr + ", " + var + (mask.empty() ? ")" : ", " + mask + ")"));
+      return;
+    }
+    line(op + "(" + ptr + ", " + value + tail);
   }
 
   std::string load_text(Value v, int* out_dims) {
