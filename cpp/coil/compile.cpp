@@ -41,6 +41,16 @@ std::string choose_backend(const ir::Program& prog, const CompileOptions& opts) 
   return opts.cpu_backend;
 }
 
+// The same choice, before lowering (which needs to know what the kernels can do).
+bool targets_triton(const graph::Graph& g, const CompileOptions& opts) {
+  for (const graph::Node& n : g.nodes()) {
+    for (const graph::TensorMeta& m : n.meta) {
+      if (m.device.rfind("cuda", 0) == 0) return true;
+    }
+  }
+  return opts.cpu_backend == "triton";
+}
+
 }  // namespace
 
 CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
@@ -51,7 +61,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   ir::Program prog;
   {
     PhaseTimer t(r.seconds["lower"]);
-    prog = lower::lower_graph(g);
+    prog = lower::lower_graph(g, {/*triton=*/targets_triton(g, opts)});
   }
   r.artifacts["ir_pre_fusion.txt"] = prog.to_text();
 

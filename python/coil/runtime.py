@@ -45,6 +45,25 @@ def require_strides(t, strides):
     return out
 
 
+class IndexOutOfBoundsError(IndexError, RuntimeError):
+    """An index tensor named a position outside the tensor it indexes (gather, x[idx], scatter,
+    embedding, ...). Both an IndexError and a RuntimeError, as eager raises either, by op."""
+
+
+def check_indices(error: torch.Tensor) -> None:
+    """Raises for a bad indirect index a kernel reported in `error` (flag, index, size). On the CPU
+    the kernels have finished, so this reads the flag; on a GPU it asserts on the device instead of
+    waiting for it (the error then surfaces at the next synchronization, as eager's does)."""
+    if error.device.type != "cpu":
+        torch._assert_async(error[0] == 0, "coil: an index is out of bounds")
+        return
+    flag, index, size = error.tolist()
+    if flag:
+        raise IndexOutOfBoundsError(
+            f"index {index} is out of bounds for dimension with size {size}"
+        )
+
+
 def load_cpp(source: str):
     """Builds (or finds in the cache) the shared library for `source` and loads it."""
     opts = config.options

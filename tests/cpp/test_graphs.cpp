@@ -166,6 +166,26 @@ graph::Graph mm_bias_gelu() {
   return g.finish({gelu});
 }
 
+graph::Graph embedding_add() {
+  GraphBuilder g;
+  Arg w = g.input("arg0_1", contiguous({10, 16}));
+  Arg ids = g.input("arg1_1", contiguous({4, 3}, DType::Int64));
+  Arg pos = g.input("arg2_1", contiguous({3, 16}));
+  Arg emb = g.call("embedding", "aten.embedding.default", {w, ids}, contiguous({4, 3, 16}));
+  Arg add = g.call("add", "aten.add.Tensor", {emb, pos}, contiguous({4, 3, 16}));
+  return g.finish({add});
+}
+
+graph::Graph index_put_accumulate() {
+  GraphBuilder g;
+  Arg x = g.input("arg0_1", contiguous({6, 4}));
+  Arg idx = g.input("arg1_1", contiguous({3}, DType::Int64));
+  Arg v = g.input("arg2_1", contiguous({3, 4}));
+  Arg put = g.call("index_put", "aten.index_put.default", {x, Arg::list_of({idx}), v, barg(true)},
+                   contiguous({6, 4}));
+  return g.finish({put});
+}
+
 std::vector<NamedGraph> snapshot_graphs() {
   return {
       {"pointwise_chain", pointwise_chain},
@@ -178,6 +198,8 @@ std::vector<NamedGraph> snapshot_graphs() {
       {"var_mean", var_mean},
       {"cat", cat},
       {"mm_bias_gelu", mm_bias_gelu},
+      {"embedding_add", embedding_add},
+      {"index_put_accumulate", index_put_accumulate},
   };
 }
 

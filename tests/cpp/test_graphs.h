@@ -74,6 +74,10 @@ graph::Graph var_mean();
 graph::Graph cat();
 // gelu(mm(x f32[8, 16], w f32[16, 32]) + b f32[32]).
 graph::Graph mm_bias_gelu();
+// embedding(w f32[10, 16], ids i64[4, 3]) + pos f32[3, 16]: a gather and its consumer.
+graph::Graph embedding_add();
+// index_put(x f32[6, 4], [idx i64[3]], v f32[3, 4], accumulate=True).
+graph::Graph index_put_accumulate();
 
 struct NamedGraph {
   std::string name;

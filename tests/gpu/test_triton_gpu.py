@@ -216,3 +216,39 @@ def test_wrapper_guards_the_device(tmp_path):
     code = open(os.path.join(coil.compiled_graphs()[-1].debug_dir, "output_code.py")).read()
     assert "with torch.cuda._DeviceGuard(0):" in code
     assert "empty_strided_cuda(" in code
+
+
+# ---- indirect indexing ----
+
+
+def test_gather_embedding_index():
+    x = randn(4096, 64)
+    i = torch.randint(0, 4096, (2048, 64), device=DEV)
+    check(lambda x, i: torch.gather(x, 0, i) * 2, x, i)
+    w, ids = randn(30000, 256), torch.randint(0, 30000, (8, 512), device=DEV)
+    check(lambda w, ids, p: F.embedding(ids, w) + p, w, ids, randn(512, 256))
+    check(lambda x, i: x[i].sum(1), x, torch.randint(-4096, 4096, (1000,), device=DEV))
+
+
+def test_index_put_accumulate_and_scatter():
+    x = randn(1000, 128)
+    i = torch.randint(-1000, 1000, (5000,), device=DEV)
+    v = randn(5000, 128)
+    check(lambda x, i, v: x.index_put((i,), v, accumulate=True), x, i, v, atol=1e-4, rtol=1e-4)
+    check(lambda x, i, v: x.scatter_add(1, i, v), x, torch.randint(0, 128, (1000, 300), device=DEV),
+          randn(1000, 300), atol=1e-4, rtol=1e-4)
+    # 16-bit float atomic adds are left to ATen (an extern call between coil's kernels).
+    xb, vb = x.to(BF16), v.to(BF16)
+    check(lambda x, i, v: x.index_put((i,), v, accumulate=True) * 2, xb, i, vb, atol=1, rtol=0.05)
+
+
+def test_out_of_bounds_index_fails_on_the_device():
+    f = torch.compile(lambda x, i: torch.gather(x, 0, i) + 1, backend="coil")
+    x = randn(5, 3)
+    f(x, torch.zeros(2, 3, dtype=torch.int64, device=DEV))
+    torch.cuda.synchronize()
+    # Like eager's device-side assert, the error surfaces at a synchronization; run last in its
+    # process (a failed device assert leaves the CUDA context unusable).
+    with pytest.raises(RuntimeError):
+        f(x, torch.tensor([[0, 5, 1]], device=DEV))
+        torch.cuda.synchronize()

@@ -189,3 +189,46 @@ def test_split_reduction(op):
     check_triton(fns[op], x, atol=1e-3, rtol=1e-3)
     names = [n for r in requires_coil().compiled_graphs() for n in r.kernel_names]
     assert len(names) == 2, names  # the partial pass and the final pass
+
+
+# ---- indirect indexing ----
+
+
+def test_gather_and_embedding():
+    x = make_tensor((5, 6))
+    i = torch.randint(0, 5, (4, 6))
+    check_triton(lambda x, i: torch.gather(x, 0, i) * 2, x, i, kinds=["poi"])
+    w, ids = make_tensor((10, 8)), torch.randint(0, 10, (3, 4))
+    check_triton(lambda w, ids, p: F.embedding(ids, w) + p, w, ids, make_tensor((4, 8)))
+    # Negative indices wrap; a gathered value feeds a reduction.
+    check_triton(lambda x, i: x[i].sum(1), x, torch.tensor([0, -1, 3, -5]))
+
+
+def test_index_put_accumulate_with_duplicates():
+    x = make_tensor((5, 6))
+    i = torch.tensor([0, 2, -1, 2, 2])
+    v = make_tensor((5, 6))
+    check_triton(lambda x, i, v: x.index_put((i,), v, accumulate=True), x, i, v)
+    check_triton(lambda x, i, v: x.scatter_add(1, i, v), x, torch.randint(0, 6, (5, 9)),
+                 make_tensor((5, 9)))
+
+
+def test_index_put_and_scatter_store():
+    x = make_tensor((6, 4))
+    check_triton(lambda x, i, v: x.index_put((i,), v), x, torch.tensor([5, 0, -3]),
+                 make_tensor((3, 4)))
+    check_triton(lambda x, i: x.scatter(0, i, 2.5), x, torch.randperm(6)[:2].view(2, 1))
+
+
+def test_out_of_bounds_index_raises():
+    f = torch.compile(lambda x, i: torch.gather(x, 0, i) + 1, backend="coil")
+    x = make_tensor((5, 3))
+    f(x, torch.zeros(2, 3, dtype=torch.int64))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension with size 5"):
+        f(x, torch.tensor([[0, 5, 1], [0, 0, 0]]))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_interpolate(mode):
+    kw = {} if mode == "nearest" else {"align_corners": False}
+    check_triton(lambda x: F.interpolate(x, scale_factor=2, mode=mode, **kw), make_tensor((1, 2, 4, 5)))

@@ -21,12 +21,25 @@ const sched::Member* member_of(const ir::Program& prog, const sched::Kernel& k,
 
 }  // namespace
 
+bool uses_indirect_indices(const ir::Program& prog, const sched::Kernel& k) {
+  for (const sched::Member& m : k.members) {
+    const ir::Buffer& b = prog.buffers[m.buffer];
+    std::vector<ir::Value> roots = {b.body};
+    if (b.is_scatter()) roots.push_back(b.target);
+    for (const ir::Value& v : ir::topo_order(roots)) {
+      if (!ir::indirect_operands(v).empty()) return true;
+    }
+  }
+  return false;
+}
+
 KernelArgPlan plan_kernel_args(const ir::Program& prog, const sched::Schedule& s,
                                const sched::Kernel& k) {
   std::vector<std::string> reads, writes;
   for (const sched::Member& m : k.members) {
     const ir::Buffer& b = prog.buffers[m.buffer];
     for (const sched::Access& a : sched::buffer_reads(b)) {
+      if (a.whole) continue;  // a scatter's copy: the scatter writes over it
       const sched::Member* producer = member_of(prog, k, a.buffer);
       bool per_point = !producer || !producer->inner || prog.buffer(a.buffer).is_reduction();
       if (producer && !(!per_point && producer->stage != m.stage && stored(s, a.buffer))) continue;
@@ -52,6 +65,10 @@ KernelArgPlan plan_kernel_args(const ir::Program& prog, const sched::Schedule& s
     plan.pointer[w] = "out_ptr" + std::to_string(out++);
   }
   for (const auto& [r, w] : in_place) plan.pointer[r] = plan.pointer[w];
+  if (uses_indirect_indices(prog, k)) {
+    plan.args.push_back({kIndexErrorArg, true});
+    plan.pointer[kIndexErrorArg] = kIndexErrorArg;
+  }
   return plan;
 }
 

@@ -1,6 +1,8 @@
 // The arguments of a generated kernel, shared by every renderer: which buffers it reads from
 // memory (in_ptrN) and stores (out_ptrN), in a fixed order, and the pointer each buffer's loads use
-// (a buffer stored in place over another shares that one's pointer).
+// (a buffer stored in place over another shares that one's pointer). A kernel that uses an
+// indirect index takes one more argument last, `index_error` (int64[3]: flag, index, size): where
+// it reports an index out of bounds, for the wrapper to raise.
 #pragma once
 
 #include <map>
@@ -12,6 +14,11 @@
 #include "coil/sched/schedule.h"
 
 namespace coil::codegen {
+
+inline constexpr const char* kIndexErrorArg = "index_error";
+
+// Whether any value or store of the kernel uses an indirect index (and so checks it).
+bool uses_indirect_indices(const ir::Program& prog, const sched::Kernel& k);
 
 struct KernelArgPlan {
   std::vector<KernelArg> args;                 // launch order: reads, then writes

@@ -1,5 +1,6 @@
 #include "coil/ir/program.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -73,7 +74,24 @@ const char* reduction_name(ReductionType t) {
   return "?";
 }
 
+const char* scatter_mode_name(ScatterMode m) {
+  switch (m) {
+    case ScatterMode::Store:
+      return "store";
+    case ScatterMode::Add:
+      return "add";
+    case ScatterMode::Mul:
+      return "mul";
+    case ScatterMode::Max:
+      return "max";
+    case ScatterMode::Min:
+      return "min";
+  }
+  return "?";
+}
+
 Expr Buffer::write_index() const {
+  if (is_scatter()) return target->index;
   return layout.index(index_vars(ranges.size()));
 }
 
@@ -140,9 +158,25 @@ std::string Program::to_text() const {
         continue;
       }
       case Buffer::Kind::Computed:
+      case Buffer::Kind::Scatter:
         break;
     }
     out << "  origins: " << origins_text(b.origins) << "\n";
+    if (b.is_scatter()) {
+      out << "  scatter " << scatter_mode_name(b.scatter_mode) << " into a copy of " << b.base
+          << " ranges=" << exprs_text(b.ranges) << "\n";
+      std::istringstream body(body_to_text({b.body, b.target}));
+      for (std::string line; std::getline(body, line);) out << "    " << line << "\n";
+      // body_to_text names nodes tmp<position in topological order>.
+      std::vector<Value> order = topo_order({b.body, b.target});
+      auto name = [&](Value v) {
+        size_t i = std::find(order.begin(), order.end(), v) - order.begin();
+        return "tmp" + std::to_string(i);
+      };
+      out << "    " << scatter_mode_name(b.scatter_mode) << " " << b.name << "[" << name(b.target)
+          << "] <- " << name(b.body) << "\n";
+      continue;
+    }
     if (b.is_reduction()) {
       out << "  reduction " << reduction_name(*b.reduction) << " ranges=" << exprs_text(b.ranges)
           << " reduction_ranges=" << exprs_text(b.reduction_ranges) << "\n";

@@ -1,8 +1,10 @@
 // ir::Program — the loop-level IR of one graph: buffers in topological order.
 //
 // A Buffer is a realized tensor: a graph input, a computation coil generates code for (Pointwise
-// over `ranges`, or Reduction over `ranges` x `reduction_ranges`, described by a scalar body), or
-// the output of an extern call (a library or fallback ATen op run from the wrapper).
+// over `ranges`, or Reduction over `ranges` x `reduction_ranges`, described by a scalar body), a
+// scatter (a copy of another buffer that then receives values at data-dependent positions:
+// index_put, scatter, scatter_add, scatter_reduce), or the output of an extern call (a library or
+// fallback ATen op run from the wrapper).
 //
 // Index variables: a computed body is a function of v0..v{n-1} (one per entry of `ranges`) and,
 // for reductions, u0..u{m-1} (one per entry of `reduction_ranges`). Every Load in a body names a
@@ -50,6 +52,11 @@ struct Layout {
 enum class ReductionType : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All };
 const char* reduction_name(ReductionType t);
 
+// How a scatter combines a value into the element it targets. Store: duplicate targets leave one
+// of the values (as eager does); the others combine every value, in any order.
+enum class ScatterMode : uint8_t { Store, Add, Mul, Max, Min };
+const char* scatter_mode_name(ScatterMode m);
+
 // A view of a realized buffer, as passed to extern calls and returned as graph outputs.
 struct TensorRef {
   std::string buffer;
@@ -76,7 +83,7 @@ struct ExternCall {
 };
 
 struct Buffer {
-  enum class Kind : uint8_t { Input, Computed, Extern };
+  enum class Kind : uint8_t { Input, Computed, Scatter, Extern };
   std::string name;
   Kind kind = Kind::Computed;
   Layout layout;
@@ -87,13 +94,25 @@ struct Buffer {
   std::optional<ReductionType> reduction;
   Value body;  // over v-vars (and u-vars for reductions); for Sum etc. already in the acc dtype
 
+  // Scatter: the buffer starts as the contents of `base` (a computed buffer only this one reads;
+  // the scatter takes its memory), then for each point of `ranges` (v-vars) combines `body` (in
+  // the buffer's dtype) into the element at `target`, an int64 IndexExpr over the v-vars whose
+  // index mentions indirect symbols. A scatter kernel runs alone: its stores go to data-dependent
+  // places, so nothing can read them in the same kernel.
+  std::string base;
+  Value target;
+  ScatterMode scatter_mode = ScatterMode::Store;
+
   int extern_id = -1;  // Extern: index into Program::externs
 
   std::set<std::string> origins;   // graph nodes whose computation this buffer holds
   std::vector<std::string> notes;  // program rewrites that shaped it (kernel decisions)
 
   bool is_reduction() const { return reduction.has_value(); }
-  // The index this buffer's computation writes: layout.index(v0..v{n-1}).
+  bool is_scatter() const { return kind == Kind::Scatter; }
+  // Computed or Scatter: coil generates the code that writes it.
+  bool is_generated() const { return kind == Kind::Computed || kind == Kind::Scatter; }
+  // The index this buffer's computation writes: layout.index(v0..v{n-1}) (Scatter: the target).
   Expr write_index() const;
 };
 

@@ -1,9 +1,12 @@
 #include "coil/ir/scalar.h"
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -28,7 +31,8 @@ size_t hash_combine(size_t h, size_t v) {
 
 size_t structural_hash(const ScalarNode& n) {
   size_t h = static_cast<size_t>(n.op) * 131 + static_cast<size_t>(n.dtype);
-  for (const Value& a : n.args) h = hash_combine(h, std::hash<const void*>()(a.get()));
+  for (const Value& a : n.args) h = hash_combine(h, a->hash);
+  h = hash_combine(h, n.masked ? 1 : 0);
   uint64_t bits;
   std::memcpy(&bits, &n.fvalue, sizeof(bits));
   h = hash_combine(h, bits);
@@ -44,7 +48,7 @@ bool same_fvalue(double a, double b) {
 }
 
 bool structurally_equal(const ScalarNode& a, const ScalarNode& b) {
-  return a.op == b.op && a.dtype == b.dtype && a.args == b.args &&
+  return a.op == b.op && a.dtype == b.dtype && a.args == b.args && a.masked == b.masked &&
          same_fvalue(a.fvalue, b.fvalue) && a.ivalue == b.ivalue && a.buffer == b.buffer &&
          a.index == b.index;
 }
@@ -99,7 +103,85 @@ ScalarNode make_node(Op op, DType dtype, std::vector<Value> args) {
   return n;
 }
 
+// ---- indirect symbols ----
+
+struct IndirectKey {
+  const ScalarNode* value;
+  const void* size;
+  bool wrap;
+  bool operator<(const IndirectKey& o) const {
+    return std::tie(value, size, wrap) < std::tie(o.value, o.size, o.wrap);
+  }
+};
+
+struct IndirectRegistry {
+  std::mutex mu;
+  std::map<IndirectKey, sym::Expr> symbols;
+  std::unordered_map<const void*, Indirect> bindings;  // symbol node -> binding
+  std::unordered_set<std::string> names;
+};
+
+IndirectRegistry& indirect_registry() {
+  static IndirectRegistry* r = new IndirectRegistry();
+  return *r;
+}
+
+std::string hex(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = digits[v & 15];
+  return s;
+}
+
+// Operands a node with an index gets from its indirect symbols.
+void append_indirect_operands(std::vector<Value>& args, const sym::Expr& index) {
+  for (const sym::Expr& s : indirect_symbols(index)) args.push_back(indirect_of(s)->value);
+}
+
 }  // namespace
+
+sym::Expr indirect(Value value, const sym::Expr& size, bool wrap) {
+  if (!value) throw std::logic_error("indirect: null value");
+  if (graph::is_floating(value.dtype()) || value.dtype() == DType::Bool)
+    throw std::logic_error(std::string("indirect: an index must be an integer, got ") +
+                           graph::dtype_name(value.dtype()));
+  value = cast(value, DType::Int64);
+  IndirectRegistry& r = indirect_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  IndirectKey key{value.get(), size.node(), wrap};
+  auto it = r.symbols.find(key);
+  if (it != r.symbols.end()) return it->second;
+  // The name comes from the structure of what it stands for, so it is the same in every process
+  // (and with it the order of operands and everything printed from them).
+  uint64_t h = hash_combine(hash_combine(value->hash, size.hash()), wrap ? 0x5bd1e995 : 0x27d4eb2f);
+  std::string name = "ind" + hex(h);
+  for (int k = 1; r.names.count(name); ++k) name = "ind" + hex(h) + "_" + std::to_string(k);
+  r.names.insert(name);
+  sym::Expr s = sym::Expr::symbol(name);
+  r.symbols.emplace(key, s);
+  r.bindings.emplace(s.node(), Indirect{value, size, wrap});
+  return s;
+}
+
+const Indirect* indirect_of(const sym::Expr& symbol) {
+  if (!symbol.is_symbol() || symbol.name().compare(0, 3, "ind") != 0) return nullptr;
+  IndirectRegistry& r = indirect_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.bindings.find(symbol.node());
+  return it == r.bindings.end() ? nullptr : &it->second;
+}
+
+std::vector<sym::Expr> indirect_symbols(const sym::Expr& e) {
+  std::vector<sym::Expr> out;
+  for (const sym::Expr& s : sym::free_symbols(e)) {
+    if (indirect_of(s)) out.push_back(s);
+  }
+  return out;
+}
+
+bool has_indirect(const sym::Expr& e) {
+  return !indirect_symbols(e).empty();
+}
 
 const char* op_name(Op op) {
   return kOpInfo[static_cast<int>(op)].name;
@@ -138,6 +220,7 @@ Value index_expr(const sym::Expr& e, DType dtype) {
   if (auto v = e.as_int()) return int_constant(*v, dtype);
   ScalarNode n = make_node(Op::IndexExpr, dtype, {});
   n.index = e;
+  append_indirect_operands(n.args, e);
   return intern(std::move(n));
 }
 
@@ -146,10 +229,47 @@ Value load(const std::string& buffer, DType dtype, const sym::Expr& index, Value
   if (mask) {
     if (mask.dtype() != DType::Bool) throw std::logic_error("load: mask must be bool");
     n.args.push_back(mask);
+    n.masked = true;
   }
   n.buffer = buffer;
   n.index = index;
+  append_indirect_operands(n.args, index);
   return intern(std::move(n));
+}
+
+Value guard(Value value, const sym::Expr& index) {
+  std::vector<sym::Expr> syms = indirect_symbols(index);
+  if (syms.empty()) return value;
+  sym::Expr sum = 0;
+  for (const sym::Expr& s : syms) sum = sum + s;
+  ScalarNode n = make_node(Op::Guard, value.dtype(), {value});
+  n.index = sum;
+  append_indirect_operands(n.args, sum);
+  return intern(std::move(n));
+}
+
+Value guard_missing(Value value, const std::vector<sym::Expr>& syms) {
+  std::set<const void*> present;
+  for (const Value& v : topo_order({value})) {
+    if (v.op() != Op::Load && v.op() != Op::IndexExpr && v.op() != Op::Guard) continue;
+    for (const sym::Expr& s : indirect_symbols(v->index)) present.insert(s.node());
+  }
+  sym::Expr missing = 0;
+  for (const sym::Expr& s : syms) {
+    if (!present.count(s.node())) missing = missing + s;
+  }
+  return guard(value, missing);
+}
+
+Value load_mask(Value v) {
+  return v.op() == Op::Load && v->masked ? v->args[0] : Value();
+}
+
+std::vector<Value> indirect_operands(Value v) {
+  size_t first = v->masked ? 1 : 0;
+  if (v.op() == Op::Guard) first = 1;
+  if (v.op() != Op::Load && v.op() != Op::IndexExpr && v.op() != Op::Guard) return {};
+  return {v->args.begin() + static_cast<std::ptrdiff_t>(first), v->args.end()};
 }
 
 Value cast(Value v, DType to) {
@@ -224,8 +344,15 @@ std::vector<Value> topo_order(const std::vector<Value>& roots) {
 
 namespace {
 
-// Rebuilds the DAG bottom-up, letting `leaf` rewrite Load/IndexExpr nodes.
-Value rebuild(Value root, const std::function<Value(Value, const std::vector<Value>&)>& leaf) {
+bool has_index(Value v) {
+  return v.op() == Op::Load || v.op() == Op::IndexExpr || v.op() == Op::Guard;
+}
+
+// Rebuilds the DAG bottom-up. A node with an index gets its rebuilt operands and its index with
+// `repl` applied and its indirect symbols renamed after their rebuilt Values (one simultaneous
+// substitution: symbols of the old index keep their old meaning); `leaf` may then replace a
+// rebuilt Load or IndexExpr.
+Value rebuild(Value root, const sym::ExprMap& repl, const std::function<Value(Value)>& leaf) {
   std::unordered_map<const ScalarNode*, Value> memo;
   for (const Value& v : topo_order({root})) {
     std::vector<Value> args;
@@ -236,8 +363,31 @@ Value rebuild(Value root, const std::function<Value(Value, const std::vector<Val
       changed |= args.back() != a;
     }
     Value out;
-    if (v.op() == Op::Load || v.op() == Op::IndexExpr) {
-      out = leaf(v, args);
+    if (has_index(v)) {
+      sym::ExprMap m = repl;
+      std::vector<sym::Expr> syms = indirect_symbols(v->index);
+      std::vector<Value> ops = indirect_operands(v);
+      for (size_t i = 0; i < syms.size(); ++i) {
+        Value now = memo.at(ops[i].get());
+        if (now == ops[i]) continue;
+        const Indirect* b = indirect_of(syms[i]);
+        m[syms[i]] = indirect(now, b->size, b->wrap);
+      }
+      sym::Expr index = m.empty() ? v->index : sym::substitute(v->index, m);
+      if (!changed && index == v->index) {
+        out = v;
+      } else if (v.op() == Op::Guard) {
+        out = guard(args[0], index);
+      } else {
+        // The same node over the new index (an IndexExpr is not folded into a constant here).
+        ScalarNode n = *v;
+        n.args.clear();
+        if (v->masked) n.args.push_back(args[0]);
+        n.index = index;
+        append_indirect_operands(n.args, index);
+        out = intern(std::move(n));
+      }
+      if (v.op() != Op::Guard && leaf) out = leaf(out);
     } else if (!changed) {
       out = v;
     } else {
@@ -253,22 +403,14 @@ Value rebuild(Value root, const std::function<Value(Value, const std::vector<Val
 }  // namespace
 
 Value substitute_indices(Value root, const sym::ExprMap& repl) {
-  return rebuild(root, [&](Value v, const std::vector<Value>& args) {
-    ScalarNode n = *v;
-    n.args = args;
-    n.index = sym::substitute(v->index, repl);
-    return intern(std::move(n));
-  });
+  return rebuild(root, repl, nullptr);
 }
 
 Value replace_loads(Value root, const std::string& buffer,
                     const std::function<Value(Value, Value)>& fn) {
-  return rebuild(root, [&](Value v, const std::vector<Value>& args) {
-    if (v.op() == Op::Load && v->buffer == buffer) return fn(v, args.empty() ? Value() : args[0]);
-    if (args == v->args) return v;
-    ScalarNode n = *v;
-    n.args = args;
-    return intern(std::move(n));
+  return rebuild(root, {}, [&](Value v) {
+    if (v.op() == Op::Load && v->buffer == buffer) return fn(v, load_mask(v));
+    return v;
   });
 }
 
@@ -286,10 +428,34 @@ std::vector<std::string> loaded_buffers(Value root) {
 int count_ops(Value root) {
   int n = 0;
   for (const Value& v : topo_order({root})) {
-    if (v.op() != Op::Constant && v.op() != Op::IndexExpr && v.op() != Op::Load) ++n;
+    if (v.op() != Op::Constant && v.op() != Op::IndexExpr && v.op() != Op::Load &&
+        v.op() != Op::Guard)
+      ++n;
   }
   return n;
 }
+
+namespace {
+
+// An index with its indirect symbols shown as the temporaries that hold their values, followed by
+// the checks they get: "4*tmp1 + v1, check 0 <= tmp1 < 10".
+std::string index_text(const sym::Expr& index,
+                       const std::unordered_map<const ScalarNode*, std::string>& names) {
+  sym::ExprMap shown;
+  std::string checks;
+  std::map<std::string, int> uses;  // one value may index two dims: x[i, i]
+  for (const sym::Expr& s : indirect_symbols(index)) {
+    const Indirect* b = indirect_of(s);
+    std::string name = names.at(b->value.get());
+    if (uses[name]++) name += "_" + std::to_string(uses[name]);
+    shown[s] = sym::Expr::symbol(name);
+    std::string lo = b->wrap ? (-b->size).str() : "0";
+    checks += ", check " + lo + " <= " + name + " < " + b->size.str();
+  }
+  return (shown.empty() ? index : sym::substitute(index, shown)).str() + checks;
+}
+
+}  // namespace
 
 std::string body_to_text(const std::vector<Value>& roots) {
   std::unordered_map<const ScalarNode*, std::string> names;
@@ -311,13 +477,18 @@ std::string body_to_text(const std::vector<Value>& roots) {
         }
         break;
       case Op::IndexExpr:
-        out << "index(" << v->index.str() << ")";
+        out << "index(" << index_text(v->index, names) << ")";
         break;
       case Op::Load:
-        out << "load(" << v->buffer << ", " << v->index.str();
-        if (!v->args.empty()) out << ", mask=" << names.at(v->args[0].get());
+        out << "load(" << v->buffer << ", " << index_text(v->index, names);
+        if (v->masked) out << ", mask=" << names.at(v->args[0].get());
         out << ")";
         break;
+      case Op::Guard: {
+        std::string checks = index_text(v->index, names);
+        out << "guard(" << names.at(v->args[0].get()) << checks.substr(checks.find(',')) << ")";
+        break;
+      }
       default: {
         out << op_name(v.op()) << "(";
         for (size_t i = 0; i < v->args.size(); ++i) {

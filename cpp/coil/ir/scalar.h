@@ -11,6 +11,16 @@
 // (bfloat16, float16) never flow into arithmetic: lowerings cast them to float32 ("opmath"),
 // compute, and cast the result back, so each ATen op rounds exactly once, as eager does.
 //
+// Indirect indices: an element index may depend on data (gather, embedding, x[idx]). Such an index
+// mentions *indirect symbols*, each bound to a scalar Value computed in the same body (an element
+// of the index tensor) together with the size of the dimension it indexes. A node whose index
+// mentions indirect symbols (Load, IndexExpr, Guard) carries their Values as operands, so every
+// walk sees the dependency and substitution rebuilds them. Kernels check every indirect index when
+// they use it: an index outside [0, size) (after wrapping negatives, where the op does) records an
+// error the wrapper raises, and the access uses position 0 instead, so no memory outside a buffer
+// is touched. Symbol names derive from the bound Value's structure (never from a process-global
+// counter), and printers show them as the temporaries that hold their values.
+//
 // Tests: tests/cpp/ir/.
 #pragma once
 
@@ -31,6 +41,7 @@ using graph::DType;
   X(Constant, -1, "constant")     \
   X(IndexExpr, -1, "index")       \
   X(Load, -1, "load")             \
+  X(Guard, -1, "guard")           \
   X(Cast, 1, "cast")              \
   X(Neg, 1, "neg")                \
   X(Abs, 1, "abs")                \
@@ -126,15 +137,34 @@ struct ValueHash {
 struct ScalarNode {
   Op op;
   DType dtype;
-  std::vector<Value> args;  // operands; for Load: {mask} when masked, else empty
+  // Operands. Load: the mask (when masked), then one Value per indirect symbol of `index` (in the
+  // order indirect_symbols gives). IndexExpr: the indirect Values. Guard: the guarded value, then
+  // the indirect Values.
+  std::vector<Value> args;
+  bool masked = false;  // Load: args[0] is a mask
   // Constant payload: numbers are kept as double (floats, bools) or int64 (integers).
   double fvalue = 0.0;
   int64_t ivalue = 0;
   // Load payload: buffer name and element index (in the buffer's storage, offset included).
   std::string buffer;
-  sym::Expr index;  // Load, IndexExpr
-  size_t hash = 0;
+  sym::Expr index;  // Load, IndexExpr; Guard: the indirect symbols it checks (their sum)
+  size_t hash = 0;  // structural (operands contribute their hashes): the same in every process
 };
+
+// ---- indirect indices ----
+struct Indirect {
+  Value value;     // the raw index (int64), an element of an index tensor
+  sym::Expr size;  // the size of the indexed dimension: valid positions are [0, size)
+  bool wrap;       // a negative index counts from the end (x[-1]); gather/scatter do not wrap
+};
+// The symbol standing for `value` used as an index into a dimension of `size` elements. The same
+// (value, size, wrap) always gives the same symbol. value is cast to int64.
+sym::Expr indirect(Value value, const sym::Expr& size, bool wrap);
+// The binding of an indirect symbol; nullptr for any other expression.
+const Indirect* indirect_of(const sym::Expr& symbol);
+// The indirect symbols e mentions, in a deterministic order.
+std::vector<sym::Expr> indirect_symbols(const sym::Expr& e);
+bool has_indirect(const sym::Expr& e);
 
 // ---- builders ----
 Value constant(double v, DType dtype);  // floats and bool (0/1)
@@ -143,6 +173,12 @@ Value index_expr(const sym::Expr& e, DType dtype);  // dtype int64 or int32
 // Load buffer[index]; when mask is given (a bool Value), elements where the mask is false are not
 // read and yield 0 (callers combine with where() to pick the value they want there).
 Value load(const std::string& buffer, DType dtype, const sym::Expr& index, Value mask = Value());
+// `value`, once the indirect symbols of `index` (any expression mentioning them) are checked: keeps
+// the bounds check of an indirect index whose symbol no longer appears in a load (a gather of a
+// broadcast or constant tensor reads the same element whatever the index, but eager still raises).
+Value guard(Value value, const sym::Expr& index);
+// Guards `value` with every indirect symbol of `syms` that no Load/IndexExpr/Guard of it mentions.
+Value guard_missing(Value value, const std::vector<sym::Expr>& syms);
 Value cast(Value v, DType to);
 Value unary(Op op, Value a);
 Value binary(Op op, Value a, Value b);
@@ -161,6 +197,10 @@ inline Value div(Value a, Value b) {
   return binary(Op::Div, a, b);
 }
 
+// A Load's mask (null when unmasked), and the Values bound to a node's indirect symbols.
+Value load_mask(Value v);
+std::vector<Value> indirect_operands(Value v);
+
 bool is_constant(Value v);
 bool is_float_constant(Value v, double x);
 
@@ -168,15 +208,18 @@ bool is_float_constant(Value v, double x);
 // Nodes reachable from roots in a deterministic topological order (operands before users).
 std::vector<Value> topo_order(const std::vector<Value>& roots);
 // Replace index symbols in every Load/IndexExpr index (simultaneous substitution), rebuilding.
+// Indirect symbols follow their Values: a rebuilt operand gets its own symbol.
 Value substitute_indices(Value root, const sym::ExprMap& repl);
-// Replace loads of one buffer: fn(old_load, rebuilt_mask) returns the replacement value.
+// Replace loads of one buffer: fn(load, rebuilt_mask) returns the replacement value, where load
+// is the load with its operands already rebuilt.
 Value replace_loads(Value root, const std::string& buffer,
                     const std::function<Value(Value, Value)>& fn);
 // Distinct buffers loaded, in first-use order.
 std::vector<std::string> loaded_buffers(Value root);
 // Number of non-leaf ops (a measure of body size for realization decisions).
 int count_ops(Value root);
-// One line per node: "tmp3 = add(tmp1, tmp2) : f32"; loads print their buffer and index.
+// One line per node: "tmp3 = add(tmp1, tmp2) : f32"; loads print their buffer and index, with
+// indirect symbols shown as the temporaries holding their values: "load(w, 4*tmp1 + v1)".
 std::string body_to_text(const std::vector<Value>& roots);
 
 }  // namespace coil::ir

@@ -107,7 +107,8 @@ DType opmath(DType d) {
   return d;
 }
 
-Lowering::Lowering(const graph::Graph& g, ir::Program& prog) : g_(g), prog_(prog) {
+Lowering::Lowering(const graph::Graph& g, ir::Program& prog, LowerOptions options)
+    : g_(g), prog_(prog), options_(options) {
   values_.resize(g.nodes().size());
   for (const graph::Node& n : g.nodes()) {
     if (n.target != "aten.convolution.default" || n.meta.size() != 1) continue;
@@ -273,6 +274,37 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
   if (current_) buf.origins.insert(current_->name);
   prog_.buffers.push_back(buf);
   reductions_[key] = buf.name;
+  return read_buffer(buf.name, buf.layout);
+}
+
+TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
+                                const std::vector<Expr>& position, Value value,
+                                ir::ScatterMode mode) {
+  // The copy the scatter starts from is always a buffer of its own (only the scatter reads it),
+  // so updating it in place never changes what anything else sees.
+  TensorBox copy = realize(base);
+  ir::Buffer& c = prog_.buffers.back();
+  if (current_) c.origins.insert(current_->name);
+  ir::Buffer buf;
+  buf.name = new_buffer_name();
+  buf.kind = ir::Buffer::Kind::Scatter;
+  buf.layout = c.layout;
+  buf.ranges = std::move(ranges);
+  buf.base = c.name;
+  std::vector<Expr> syms;
+  for (const Expr& p : position) {
+    for (const Expr& s : ir::indirect_symbols(p)) syms.push_back(s);
+  }
+  buf.target = ir::index_expr(buf.layout.index(position), DType::Int64);
+  // Every index is checked, even one whose symbol cancels out of the target.
+  Expr missing = 0;
+  for (const Expr& s : syms) {
+    if (!sym::depends_on(buf.target->index, s)) missing = missing + s;
+  }
+  buf.body = ir::guard(ir::cast(value, buf.layout.dtype), missing);
+  buf.scatter_mode = mode;
+  if (current_) buf.origins.insert(current_->name);
+  prog_.buffers.push_back(buf);
   return read_buffer(buf.name, buf.layout);
 }
 
@@ -512,6 +544,7 @@ const Registry& registry() {
     register_reductions(r);
     register_views(r);
     register_creation(r);
+    register_indexing(r);
     register_externs(r);
     return r;
   }();
@@ -524,9 +557,9 @@ std::vector<std::string> lowered_ops() {
   return {names.begin(), names.end()};
 }
 
-ir::Program lower_graph(const graph::Graph& g) {
+ir::Program lower_graph(const graph::Graph& g, const LowerOptions& options) {
   ir::Program prog;
-  Lowering L(g, prog);
+  Lowering L(g, prog, options);
   L.run();
   return prog;
 }

@@ -1,13 +1,13 @@
 // Lowering: ATen graph -> loop-level IR (ir::Program).
 //
 // Each graph node is lowered, in order, by a function registered for its ATen op (one file per op
-// family: pointwise.cpp, reduction.cpp, views.cpp, creation.cpp, extern.cpp). A lowering receives
-// TensorBoxes for its tensor inputs and returns TensorBoxes for its outputs. A TensorBox is lazy:
-// a body describing one element as a function of index variables v0..v{rank-1}. Reading a box at
-// some index substitutes that index into its body, so chains of pointwise ops and views compose
-// into one body without touching memory. A box is realized (stored to a buffer) when a reduction
-// or extern call needs its input in memory, when it is a graph output, or when the thresholds in
-// ir/realize_policy.h say storing beats recomputing.
+// family: pointwise.cpp, reduction.cpp, views.cpp, creation.cpp, indexing.cpp, extern.cpp). A
+// lowering receives TensorBoxes for its tensor inputs and returns TensorBoxes for its outputs. A
+// TensorBox is lazy: a body describing one element as a function of index variables v0..v{rank-1}.
+// Reading a box at some index substitutes that index into its body, so chains of pointwise ops and
+// views compose into one body without touching memory. A box is realized (stored to a buffer) when
+// a reduction or extern call needs its input in memory, when it is a graph output, or when the
+// thresholds in ir/realize_policy.h say storing beats recomputing.
 //
 // Ops without a lowering become fallback extern calls that run the ATen op from the wrapper.
 //
@@ -59,6 +59,17 @@ DType promote(const std::vector<Operand>& operands);
 // The dtype arithmetic happens in for a given dtype: float32 for bfloat16/float16.
 DType opmath(DType d);
 
+// What the target can do that changes which ops are lowered.
+struct LowerOptions {
+  // The kernels are Triton: duplicate scatter updates combine only through hardware atomics, so a
+  // scatter without an atomic form (see scatter_has_atomic) falls back to the ATen op.
+  bool triton = false;
+};
+
+// Whether Triton combines scatter updates of this mode and dtype with an atomic (the Triton op
+// table's scatter_op_text; the renderer rejects the others).
+bool scatter_has_atomic(ir::ScatterMode mode, DType dtype);
+
 class Lowering;
 // Strides of a 4-D [N, C, H, W] tensor stored channels-last (N, H, W, C).
 std::vector<Expr> channels_last_strides(const std::vector<Expr>& sizes);
@@ -70,6 +81,7 @@ void register_pointwise(Registry& r);
 void register_reductions(Registry& r);
 void register_views(Registry& r);
 void register_creation(Registry& r);
+void register_indexing(Registry& r);
 void register_externs(Registry& r);
 
 // All lowerings, keyed by target ("aten.add.Tensor").
@@ -80,7 +92,8 @@ std::vector<std::string> lowered_ops();
 // The state of lowering one graph.
 class Lowering {
  public:
-  Lowering(const graph::Graph& g, ir::Program& prog);
+  Lowering(const graph::Graph& g, ir::Program& prog, LowerOptions options = {});
+  const LowerOptions& options() const { return options_; }
 
   // Lowers every node and the outputs into the program.
   void run();
@@ -109,6 +122,11 @@ class Lowering {
   TensorBox add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
                           std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
                           std::set<std::string> origins);
+  // Adds a scatter: a copy of `base` (contiguous) that, for each point of `ranges` (v-vars),
+  // combines `value` into the element at `position` (one index per dim of base, mentioning
+  // indirect symbols). Returns a box reading the result.
+  TensorBox add_scatter(const TensorBox& base, std::vector<Expr> ranges,
+                        const std::vector<Expr>& position, Value value, ir::ScatterMode mode);
   // Adds an extern call; returns one box per output meta. `out_strides`, when given, is the
   // layout the library returns for a single output (else the graph's meta).
   std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback,
@@ -133,6 +151,7 @@ class Lowering {
 
   const graph::Graph& g_;
   ir::Program& prog_;
+  LowerOptions options_;
   std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
   std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
@@ -142,6 +161,6 @@ class Lowering {
 };
 
 // Lowers a graph into a program (the pipeline's "lower" step).
-ir::Program lower_graph(const graph::Graph& g);
+ir::Program lower_graph(const graph::Graph& g, const LowerOptions& options = {});
 
 }  // namespace coil::lower

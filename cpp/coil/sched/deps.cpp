@@ -21,11 +21,22 @@ sym::RangeEnv Kernel::range_env() const {
 
 std::vector<Access> buffer_reads(const ir::Buffer& b) {
   std::vector<Access> out;
-  if (b.kind != ir::Buffer::Kind::Computed || !b.body) return out;
-  for (const ir::Value& v : ir::topo_order({b.body})) {
-    if (v.op() == ir::Op::Load) out.push_back({v->buffer, v->index, false});
+  if (!b.is_generated() || !b.body) return out;
+  if (b.is_scatter()) out.push_back({b.base, Expr(0), true, false});
+  std::vector<ir::Value> roots = {b.body};
+  if (b.is_scatter()) roots.push_back(b.target);
+  for (const ir::Value& v : ir::topo_order(roots)) {
+    if (v.op() == ir::Op::Load)
+      out.push_back({v->buffer, v->index, false, ir::has_indirect(v->index)});
   }
   return out;
+}
+
+bool is_scatter_kernel(const ir::Program& prog, const Kernel& k) {
+  for (const Member& m : k.members) {
+    if (prog.buffers[m.buffer].is_scatter()) return true;
+  }
+  return false;
 }
 
 }  // namespace coil::sched

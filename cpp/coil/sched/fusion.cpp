@@ -9,7 +9,9 @@
 //   * the mapping is a bijection of iteration spaces (each guest point computed exactly once);
 //   * every buffer passed between the two is read at exactly the index it was written at
 //     (so values can stay in registers, and no thread reads another thread's element);
-//   * no other kernel or extern call sits on a path between them (no cycle).
+//   * no other kernel or extern call sits on a path between them (no cycle);
+//   * no buffer passed between them is read through an indirect (data-dependent) index, and
+//     neither kernel is a scatter (its stores land at data-dependent places).
 // Candidate mappings are tried in a fixed order (row-major flattening, matching of index
 // coefficients, delinearization of a contiguous index); the first that passes wins.
 // Every pair considered gets a verdict with its reason.
@@ -256,6 +258,23 @@ std::vector<Member> renamed_guest_members(const Kernel& guest) {
   return out;
 }
 
+// A buffer one kernel writes and the other reads through an indirect index, if any.
+std::optional<std::string> indirect_read_between(const ir::Program& prog, const Kernel& a,
+                                                 const Kernel& b) {
+  for (const auto* pair : {&a, &b}) {
+    const Kernel& reader = *pair;
+    const Kernel& writer = pair == &a ? b : a;
+    std::set<std::string> written;
+    for (const Member& m : writer.members) written.insert(prog.buffers[m.buffer].name);
+    for (const Member& m : reader.members) {
+      for (const Access& acc : buffer_reads(prog.buffers[m.buffer])) {
+        if (acc.indirect && written.count(acc.buffer)) return acc.buffer;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::string sizes_text(const Kernel& k) {
   std::string s = "[";
   for (size_t i = 0; i < k.xsizes.size(); ++i) s += (i ? ", " : "") + k.xsizes[i].str();
@@ -271,6 +290,10 @@ std::string sizes_text(const Kernel& k) {
 // Tries to merge two kernels; returns the merged kernel or the reason it is not legal.
 std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel& a,
                                            const Kernel& b) {
+  if (is_scatter_kernel(prog, a) || is_scatter_kernel(prog, b))
+    return std::string("a scatter kernel runs alone (it stores at data-dependent positions)");
+  if (auto buf = indirect_read_between(prog, a, b))
+    return "reads " + *buf + " through an indirect index (a data-dependent position)";
   const Kernel* host = &a;
   const Kernel* guest = &b;
   if (!a.has_reduction() && b.has_reduction()) std::swap(host, guest);

@@ -5,9 +5,10 @@
 // its own kernel at the point it is written: the same stage for inner (per x*r point) values, any
 // later stage for outer (per x point) values. Freed buffers go into a pool keyed by device and
 // dtype and storage bytes; an allocation of the same size takes one from the pool instead of
-// allocating.
+// allocating. A scatter always takes the memory of the copy it starts from.
 #include <algorithm>
 #include <queue>
+#include <stdexcept>
 #include <tuple>
 
 #include "coil/sched/schedule.h"
@@ -67,7 +68,7 @@ bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer,
     for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
       if (a.buffer != victim) continue;
       // Every read of the victim must happen before the store, at the stored element.
-      if (i > writer || m.stage != w.stage) return false;
+      if (i > writer || m.stage != w.stage || a.indirect) return false;
       if (sym::simplify(sym::substitute(a.index, m.var_map), env) != write) return false;
     }
   }
@@ -213,6 +214,19 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
         const ir::Buffer& b = prog.buffers[m.buffer];
         BufferPlan& plan = s.buffers[b.name];
         if (!plan.stored) continue;
+        if (b.is_scatter()) {
+          // A scatter updates the copy it starts from where it lies.
+          const BufferPlan& bp = s.buffers.at(b.base);
+          if (!bp.stored || bp.free_step != static_cast<int>(step) || outputs.count(b.base) ||
+              consumed.count(b.base)) {
+            throw std::logic_error("plan_memory: scatter " + b.name + " cannot take over " +
+                                   b.base + " (it must be a stored copy only the scatter reads)");
+          }
+          plan.reuses = b.base;
+          plan.in_place = true;
+          consumed.insert(b.base);
+          continue;
+        }
         for (int victim : reads[s.steps[step].index]) {
           const ir::Buffer& v = prog.buffers[victim];
           if (v.kind == ir::Buffer::Kind::Input || outputs.count(v.name) || consumed.count(v.name))

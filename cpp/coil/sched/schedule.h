@@ -33,11 +33,15 @@ Expr xvar(int i);  // x{i}
 Expr rvar(int j);  // r{j}
 
 // A read or write of a buffer at an element index (MemoryDep), or of the whole buffer (StarDep:
-// extern calls), in the index variables of whoever does the access.
+// extern calls, the copy a scatter starts from), in the index variables of whoever does the
+// access. An indirect access's index depends on data (it mentions indirect symbols): it never
+// counts as reading one particular element, so it blocks fusion with the buffer's producer and
+// writing in place over the buffer.
 struct Access {
   std::string buffer;
   Expr index;
   bool whole = false;
+  bool indirect = false;
 };
 
 struct Member {
@@ -104,6 +108,7 @@ struct Schedule {
 
 // ---- passes ----
 std::vector<Access> buffer_reads(const ir::Buffer& b);  // in the buffer's v/u variables
+bool is_scatter_kernel(const ir::Program& prog, const Kernel& k);
 void remove_dead_buffers(ir::Program& prog, Schedule& s);
 void fuse(const ir::Program& prog, Schedule& s);
 void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies

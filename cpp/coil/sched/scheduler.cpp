@@ -93,7 +93,7 @@ void remove_dead_buffers(ir::Program& prog, Schedule& s) {
   }
   std::vector<ir::Buffer> kept;
   for (ir::Buffer& b : prog.buffers) {
-    if (live.count(b.name) || b.kind != ir::Buffer::Kind::Computed) {
+    if (live.count(b.name) || !b.is_generated()) {
       kept.push_back(std::move(b));
     } else {
       s.removed.push_back(b.name);
@@ -107,6 +107,9 @@ void choose_loop_order(const ir::Program& prog, Schedule& s) {
   // Pointwise kernels: the dimension with the smallest stride in the stores goes innermost, so
   // the inner loop walks memory contiguously (vectorizable, one cache line after another).
   for (Kernel& k : s.kernels) {
+    // A scatter's updates run in the order of their index tensor, as eager's do (it decides which
+    // duplicate wins a store, and the rounding of reduced-precision sums).
+    if (is_scatter_kernel(prog, k)) continue;
     order_loops(prog, k);
     choose_cpu_strategy(prog, k);
   }
@@ -180,7 +183,7 @@ Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   if (opts.gpu) split_reductions(prog);
   for (size_t i = 0; i < prog.buffers.size(); ++i) {
     const ir::Buffer& b = prog.buffers[i];
-    if (b.kind != ir::Buffer::Kind::Computed) continue;
+    if (!b.is_generated()) continue;
     Kernel k;
     k.xsizes = b.ranges;
     k.rsizes = b.reduction_ranges;

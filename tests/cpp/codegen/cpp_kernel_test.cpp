@@ -366,5 +366,42 @@ TEST(CppKernel, BUG_SymbolicSizesAreNeverDeclared) {
   EXPECT_TRUE(contains(code, "s0 = ints[")) << code;
 }
 
+// ---- indirect indices ----
+
+TEST(CppKernel, AnIndirectLoadIsBoundsCheckedBeforeTheAccess) {
+  Rendered r = render(test::embedding_add());
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const std::string& code = r.kernels[0].code;
+  EXPECT_TRUE(contains(code, "int64_t* index_error = static_cast<int64_t*>(ptrs[4]);")) << code;
+  EXPECT_TRUE(contains(code,
+                       "int64_t tmp0 = in_ptr0[3*x0 + x1];\n"
+                       "        const int64_t tmp1 = coil_index(tmp0, 10, false, true, "
+                       "index_error);\n"
+                       "        float tmp2 = in_ptr1[16*tmp1 + x2];"))
+      << code;
+  EXPECT_EQ(r.kernels[0].args.back().buffer, "index_error");
+  EXPECT_TRUE(r.kernels[0].args.back().written);
+}
+
+TEST(CppKernel, AScatterAddIsAtomicAndNotVectorized) {
+  Rendered r = render(test::index_put_accumulate());
+  ASSERT_EQ(r.kernels.size(), 2u);
+  const std::string& code = r.kernels[1].code;
+  EXPECT_TRUE(contains(code, "#pragma omp atomic\n      out_ptr0[tmp3] += v_buf1;")) << code;
+  EXPECT_FALSE(contains(code, "simd")) << code;
+  EXPECT_TRUE(contains(code, "coil_index(tmp1, 6, true, true, index_error)")) << code;
+}
+
+TEST(CppKernel, AScatterThatMultipliesRunsSerially) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({256, 256}));
+  Arg idx = b.input("arg1_1", contiguous({256, 256}, DType::Int64));
+  Arg r = b.call("scatter_reduce", "aten.scatter_reduce.two",
+                 {x, iarg(0), idx, x, Arg::str("prod")}, contiguous({256, 256}));
+  Rendered out = render(b.finish({r}));
+  const std::string& code = out.kernels.back().code;
+  EXPECT_FALSE(contains(code, "#pragma omp")) << code;
+  EXPECT_TRUE(contains(code, "out_ptr0[tmp3] = out_ptr0[tmp3] * v_buf1;")) << code;
+}
 }  // namespace
 }  // namespace coil::codegen

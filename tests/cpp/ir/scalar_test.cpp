@@ -338,3 +338,122 @@ TEST(Scalar, OpTables) {
 
 }  // namespace
 }  // namespace coil::ir
+
+namespace coil::ir {
+namespace {
+
+// ---- indirect indices ----
+
+const Expr w0 = index_var(0);
+const Expr w1 = index_var(1);
+
+Value i64_load(const std::string& buf, const Expr& index) {
+  return load(buf, DType::Int64, index);
+}
+
+TEST(Indirect, OneSymbolPerValueSizeAndWrap) {
+  Value i = i64_load("idx", w0);
+  Expr s = indirect(i, 10, false);
+  EXPECT_EQ(s, indirect(i, 10, false));
+  EXPECT_NE(s, indirect(i, 11, false));
+  EXPECT_NE(s, indirect(i, 10, true));
+  EXPECT_NE(s, indirect(i64_load("idx", w1), 10, false));
+  ASSERT_NE(indirect_of(s), nullptr);
+  EXPECT_EQ(indirect_of(s)->value, i);
+  EXPECT_EQ(indirect_of(s)->size, Expr(10));
+  EXPECT_EQ(indirect_of(w0), nullptr);  // an index variable is not indirect
+  // An int32 index is read as int64.
+  Value i32 = load("idx32", DType::Int32, w0);
+  EXPECT_EQ(indirect_of(indirect(i32, 4, false))->value, cast(i32, DType::Int64));
+  EXPECT_NE(logic_error_of([] { indirect(f32_load("x", w0), 4, false); }), "");
+}
+
+TEST(Indirect, SymbolNamesComeFromStructureNotAddresses) {
+  // The same name in every process (kernel sources, ordered by these names, are content-hashed):
+  // a change here means generated code changes too.
+  EXPECT_EQ(indirect(i64_load("idx", w0), 10, false).name(), "indc61b5e32012dfd56");
+}
+
+TEST(Indirect, ALoadCarriesTheValuesOfItsIndirectSymbols) {
+  Value i = i64_load("idx", w0);
+  Value g = f32_load("w", indirect(i, 10, false) * 16 + w1);
+  ASSERT_EQ(indirect_operands(g).size(), 1u);
+  EXPECT_EQ(indirect_operands(g)[0], i);
+  EXPECT_FALSE(load_mask(g));
+  // Walks see the dependency: the index load comes first, both buffers are read.
+  std::vector<Value> order = topo_order({g});
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0], i);
+  EXPECT_EQ(loaded_buffers(g), (std::vector<std::string>{"idx", "w"}));
+  EXPECT_EQ(count_ops(g), 0);
+  EXPECT_EQ(body_to_text({g}),
+            "tmp0 = load(idx, v0) : i64\n"
+            "tmp1 = load(w, 16*tmp0 + v1, check 0 <= tmp0 < 10) : f32\n");
+}
+
+TEST(Indirect, AMaskedLoadKeepsItsMaskFirst) {
+  Value i = i64_load("idx", w0);
+  Value m = binary(Op::Lt, index_expr(w1, DType::Int64), int_constant(3, DType::Int64));
+  Value g = load("w", DType::Float32, indirect(i, 10, true) * 16 + w1, m);
+  EXPECT_EQ(load_mask(g), m);
+  ASSERT_EQ(indirect_operands(g).size(), 1u);
+  EXPECT_EQ(indirect_operands(g)[0], i);
+}
+
+TEST(Indirect, SubstitutionRebuildsTheIndexValueAndItsSymbol) {
+  Value i = i64_load("idx", w0);
+  Value g = unary(Op::Exp, f32_load("w", indirect(i, 10, false) * 16 + w1));
+  sym::ExprMap repl = {{w0, w1 * 3}, {w1, w0}};
+  Value h = substitute_indices(g, repl);
+  Value moved = i64_load("idx", w1 * 3);
+  EXPECT_EQ(h, unary(Op::Exp, f32_load("w", indirect(moved, 10, false) * 16 + w0)));
+  EXPECT_EQ(indirect_operands(h->args[0])[0], moved);
+  // Nothing to substitute: the same node.
+  EXPECT_EQ(substitute_indices(g, {{index_var(5), w0}}), g);
+}
+
+TEST(Indirect, AProducerInlinedAtAGatheredPositionCarriesTheIndex) {
+  // exp(x)[idx]: x's body read with v0 -> an indirect symbol.
+  Value body = unary(Op::Exp, f32_load("x", w0 * 4 + w1));
+  Expr at = indirect(i64_load("idx", w0), 6, true);
+  Value g = substitute_indices(body, {{w0, at}});
+  EXPECT_EQ(body_to_text({g}),
+            "tmp0 = load(idx, v0) : i64\n"
+            "tmp1 = load(x, 4*tmp0 + v1, check -6 <= tmp0 < 6) : f32\n"
+            "tmp2 = exp(tmp1) : f32\n");
+}
+
+TEST(Indirect, ReplacingTheIndexBufferRenamesTheSymbol) {
+  Value g = f32_load("w", indirect(i64_load("idx", w0), 10, false) + w1);
+  Value h = replace_loads(g, "idx",
+                          [](Value old, Value) { return add(old, int_constant(1, DType::Int64)); });
+  Value plus = add(i64_load("idx", w0), int_constant(1, DType::Int64));
+  EXPECT_EQ(h, f32_load("w", indirect(plus, 10, false) + w1));
+}
+
+TEST(Indirect, GuardKeepsAnIndexWhoseSymbolIsNotInAnyLoad) {
+  Value x = f32_load("x", w1);
+  Expr s = indirect(i64_load("idx", w0), 5, false);
+  Value g = guard_missing(x, {s});
+  EXPECT_EQ(g.op(), Op::Guard);
+  EXPECT_EQ(body_to_text({g}),
+            "tmp0 = load(x, v1) : f32\n"
+            "tmp1 = load(idx, v0) : i64\n"
+            "tmp2 = guard(tmp0, check 0 <= tmp1 < 5) : f32\n");
+  // A symbol some load already checks needs no guard.
+  Value read = f32_load("x", s * 4 + w1);
+  EXPECT_EQ(guard_missing(read, {s}), read);
+  EXPECT_EQ(guard(x, w0), x);  // no indirect symbols: nothing to check
+}
+
+TEST(Indirect, AnIndexExprMayBeIndirect) {
+  Expr s = indirect(i64_load("idx", w0), 7, true);
+  Value e = index_expr(s * 2, DType::Int64);
+  EXPECT_EQ(indirect_operands(e).size(), 1u);
+  EXPECT_EQ(body_to_text({e}),
+            "tmp0 = load(idx, v0) : i64\n"
+            "tmp1 = index(2*tmp0, check -7 <= tmp0 < 7) : i64\n");
+}
+
+}  // namespace
+}  // namespace coil::ir

@@ -10,6 +10,7 @@ namespace coil::sched {
 namespace {
 
 using graph::Arg;
+using graph::DType;
 using test::barg;
 using test::contiguous;
 using test::GraphBuilder;
@@ -253,5 +254,50 @@ TEST(Fusion, SameGraphSameKernels) {
   }
 }
 
+// ---- indirect indices ----
+
+// y = exp(x) is stored (as_strided needs it in memory); z = gather(y, 0, idx) reads it at
+// data-dependent rows.
+graph::Graph gather_of_stored(const std::string& target, std::vector<Arg> extra) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({6, 4}));
+  Arg idx = b.input("arg1_1", contiguous({6, 4}, DType::Int64));
+  Arg y = b.call("exp", "aten.exp.default", {x}, contiguous({6, 4}));
+  Arg v = b.call("as_strided", "aten.as_strided.default", {y, ints({6, 4}), ints({4, 1})},
+                 contiguous({6, 4}));
+  std::vector<Arg> args = {v, iarg(0), idx};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Arg z = b.call("g", target, args, contiguous({6, 4}));
+  return b.finish({z});
+}
+
+TEST(Fusion, AReadThroughAnIndirectIndexDoesNotFuseWithItsProducer) {
+  Scheduled r = schedule(gather_of_stored("aten.gather.default", {}));
+  ASSERT_EQ(r.s.kernels.size(), 2u);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_FALSE(r.s.verdicts[0].fused);
+  EXPECT_EQ(r.s.verdicts[0].reason,
+            "reads buf0 through an indirect index (a data-dependent position)");
+}
+
+TEST(Fusion, TheIndexTensorsProducerFusesIntoTheGather) {
+  // c = abs(i) is stored (an output) and read by the gather at the index it was written at.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({6, 4}));
+  Arg i = b.input("arg1_1", contiguous({6, 4}, DType::Int64));
+  Arg c = b.call("abs", "aten.abs.default", {i}, contiguous({6, 4}, DType::Int64));
+  Arg g = b.call("gather", "aten.gather.default", {x, iarg(0), c}, contiguous({6, 4}));
+  Scheduled r = schedule(b.finish({c, g}));
+  EXPECT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
+}
+
+TEST(Fusion, AScatterKernelRunsAlone) {
+  Scheduled r = schedule(test::index_put_accumulate());
+  ASSERT_EQ(r.s.kernels.size(), 2u);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_FALSE(r.s.verdicts[0].fused);
+  EXPECT_EQ(r.s.verdicts[0].reason,
+            "a scatter kernel runs alone (it stores at data-dependent positions)");
+}
 }  // namespace
 }  // namespace coil::sched

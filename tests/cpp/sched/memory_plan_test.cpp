@@ -293,5 +293,28 @@ TEST(MemoryPlan, BUG_InputOfAFallbackIsReusedWhileItsResultMayStillAliasIt) {
   }
 }
 
+// ---- indirect indices ----
+
+TEST(MemoryPlan, AScatterUpdatesItsCopyInPlace) {
+  Scheduled r = schedule(test::index_put_accumulate());
+  EXPECT_TRUE(r.plan("buf0").stored);
+  EXPECT_EQ(r.plan("buf1").reuses, "buf0");
+  EXPECT_TRUE(r.plan("buf1").in_place);
+  EXPECT_EQ(r.plan("buf0").free_step, 1);  // its memory lives on as buf1
+}
+
+TEST(MemoryPlan, AKernelReadingABufferThroughAnIndirectIndexDoesNotStoreOverIt) {
+  // mm's result is read for the last time by a gather of the same layout, at data-dependent rows:
+  // other points may still need an element the store would overwrite.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 4}));
+  Arg idx = b.input("arg1_1", contiguous({4, 4}, DType::Int64));
+  Arg mm = b.call("mm", "aten.mm.default", {x, x}, contiguous({4, 4}));
+  Arg g = b.call("gather", "aten.gather.default", {mm, test::iarg(0), idx}, contiguous({4, 4}));
+  Arg e = b.call("exp", "aten.exp.default", {g}, contiguous({4, 4}));
+  Scheduled r = schedule(b.finish({e}));
+  EXPECT_FALSE(r.plan("buf1").in_place) << r.s.schedule_text(r.prog);
+  EXPECT_EQ(r.plan("buf1").reuses, "");
+}
 }  // namespace
 }  // namespace coil::sched

@@ -227,6 +227,11 @@ class Emitter {
     code << "extern \"C\" void " << name << "(void* const* ptrs, const int64_t* ints) {\n";
     code << "  (void)ints;\n";
     for (size_t i = 0; i < args_.size(); ++i) {
+      if (args_[i].buffer == kIndexErrorArg) {
+        code << "  int64_t* " << kIndexErrorArg << " = static_cast<int64_t*>(ptrs[" << i
+             << "]);  // where a bad indirect index is reported\n";
+        continue;
+      }
       const ir::Buffer& b = prog_.buffer(args_[i].buffer);
       std::string t = ctype(b.layout.dtype);
       code << "  " << (args_[i].written ? "" : "const ") << t << "* __restrict__ "
@@ -265,6 +270,14 @@ class Emitter {
     if (k_.has_reduction() && k_.column_block == 0) {
       c << "// decision: reduction looped over r inside each x point (CPU)\n";
     }
+    if (const ir::Buffer* sc = scatter()) {
+      std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
+                                                                     "index keeps one value)"
+                        : atomic_scatter()                         ? "omp atomic updates"
+                                           : "serial updates, in index order";
+      c << "// decision: scatter " << ir::scatter_mode_name(sc->scatter_mode) << " into "
+        << sc->name << ": " << how << "\n";
+    }
     return c.str();
   }
 
@@ -274,6 +287,27 @@ class Emitter {
     const ir::Buffer& b = prog_.buffer(buf);
     // Pointers are tensor data pointers: indices are relative to the layout's storage offset.
     return sym::to_cpp(sym::simplify(idx - b.layout.offset, env_), env_);
+  }
+
+  // v's index with each indirect symbol replaced by a temporary holding its checked position
+  // (coil_index: wrapped, bounds-checked where the access happens, 0 when out of bounds).
+  Expr checked_index(Value v) {
+    std::vector<Expr> syms = ir::indirect_symbols(v->index);
+    if (syms.empty()) return v->index;
+    std::vector<Value> raw = ir::indirect_operands(v);
+    Value mask = ir::load_mask(v);
+    sym::ExprMap repl;
+    for (size_t i = 0; i < syms.size(); ++i) {
+      const ir::Indirect* b = ir::indirect_of(syms[i]);
+      std::string name = "tmp" + std::to_string(next_tmp_++);
+      line("const int64_t " + name + " = coil_index(" + *lookup(raw[i]) + ", " +
+           sym::to_cpp(b->size, env_) + ", " + (b->wrap ? "true" : "false") + ", " +
+           (mask ? *lookup(mask) : "true") + ", " + kIndexErrorArg + ");");
+      Expr t = Expr::symbol(name);
+      env_.add_index_var(t, b->size);
+      repl[syms[i]] = t;
+    }
+    return sym::substitute(v->index, repl);
   }
 
   // Emits statements computing v (already in kernel variables); returns the C++ expression.
@@ -287,18 +321,23 @@ class Emitter {
           continue;
         case Op::IndexExpr:
           text = "static_cast<" + ctype(v.dtype()) + ">(" +
-                 sym::to_cpp(sym::simplify(v->index, env_), env_) + ")";
+                 sym::to_cpp(sym::simplify(checked_index(v), env_), env_) + ")";
           break;
+        case Op::Guard:
+          checked_index(v);
+          memo_.back()[v.get()] = *lookup(v->args[0]);
+          continue;
         case Op::Load: {
           auto avail = available_.find(v->buffer);
-          if (avail != available_.end()) {
+          if (avail != available_.end() && !ir::has_indirect(v->index)) {
             memo_.back()[v.get()] = avail->second;
             continue;
           }
-          std::string load = ptr_.at(v->buffer) + "[" + index_text(v->buffer, v->index) + "]";
-          text = v->args.empty() ? load
-                                 : "(" + *lookup(v->args[0]) + " ? " + load + " : static_cast<" +
-                                       ctype(v.dtype()) + ">(0))";
+          std::string load =
+              ptr_.at(v->buffer) + "[" + index_text(v->buffer, checked_index(v)) + "]";
+          text = !v->masked ? load
+                            : "(" + *lookup(v->args[0]) + " ? " + load + " : static_cast<" +
+                                  ctype(v.dtype()) + ">(0))";
           break;
         }
         case Op::Cast:
@@ -335,7 +374,69 @@ class Emitter {
     return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
   }
 
+  // A scatter combines its value into the element its target names.
+  void scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& val) {
+    std::string pos = value(ir::substitute_indices(b.target, m.var_map));
+    std::string off = b.layout.offset == Expr(0) ? "" : " - " + sym::to_cpp(b.layout.offset, env_);
+    std::string at = ptr_.at(b.name) + "[" + pos + off + "]";
+    DType d = b.layout.dtype;
+    std::string t = ctype(d), op = ctype(opmath(d));
+    auto in_opmath = [&](const std::string& x) {
+      return op == t ? x : "static_cast<" + op + ">(" + x + ")";
+    };
+    auto back = [&](const std::string& x) {
+      return op == t ? x : "static_cast<" + t + ">(" + x + ")";
+    };
+    switch (b.scatter_mode) {
+      case ir::ScatterMode::Store:
+        line(at + " = " + val + ";");
+        return;
+      case ir::ScatterMode::Add:
+        if (atomic_scatter()) {
+          line("#pragma omp atomic");
+          line(at + " += " + val + ";");
+          return;
+        }
+        line(at + " = " + back(in_opmath(at) + " + " + in_opmath(val)) + ";");
+        return;
+      case ir::ScatterMode::Mul:
+        line(at + " = " + back(in_opmath(at) + " * " + in_opmath(val)) + ";");
+        return;
+      case ir::ScatterMode::Max:
+      case ir::ScatterMode::Min: {
+        std::string fn = b.scatter_mode == ir::ScatterMode::Max ? "coil_max" : "coil_min";
+        line(at + " = " + back(fn + "<" + op + ">(" + in_opmath(at) + ", " + in_opmath(val) + ")") +
+             ";");
+        return;
+      }
+    }
+  }
+
+  static DType opmath(DType d) {
+    return d == DType::BFloat16 || d == DType::Float16 ? DType::Float32 : d;
+  }
+
+  const ir::Buffer* scatter() const {
+    for (const sched::Member& m : k_.members) {
+      if (prog_.buffers[m.buffer].is_scatter()) return &prog_.buffers[m.buffer];
+    }
+    return nullptr;
+  }
+
+  // Scatter-adds of types `omp atomic` handles run in parallel; other scatters that combine values
+  // run serially (no two updates of one element may interleave).
+  bool atomic_scatter() const {
+    const ir::Buffer* b = scatter();
+    if (!b || b->scatter_mode != ir::ScatterMode::Add) return false;
+    DType d = b->layout.dtype;
+    return d != DType::BFloat16 && d != DType::Float16 && d != DType::Bool;
+  }
+
   void store(const ir::Buffer& b, const sched::Member& m, const std::string& val) {
+    if (b.is_scatter()) {
+      scatter_store(b, m, val);
+      return;
+    }
     if (!stored(b.name)) return;
     Expr idx = sym::substitute(b.write_index(), m.var_map);
     line(ptr_.at(b.name) + "[" + index_text(b.name, idx) + "] = " + val + ";");
@@ -528,6 +629,10 @@ class Emitter {
     for (const Expr& e : k_.rsizes) work = work * e;
     auto w = work.as_int();
     bool parallel = !k_.xsizes.empty() && (!w || *w >= kParallelMinElements);
+    // Scatters: no SIMD (two lanes may target one element); parallel when updates cannot race.
+    const ir::Buffer* sc = scatter();
+    bool simd = !sc;
+    if (sc && sc->scatter_mode != ir::ScatterMode::Store && !atomic_scatter()) parallel = false;
     size_t nx = k_.xsizes.size();
     bool pointwise = !k_.has_reduction();
     bool tiled = pointwise && k_.tile > 0 && nx >= 2;
@@ -559,7 +664,7 @@ class Emitter {
       parallel_loops = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
     }
     for (size_t i = 0; i < headers.size(); ++i) {
-      bool innermost_pointwise = pointwise && i + 1 == headers.size();
+      bool innermost_pointwise = pointwise && i + 1 == headers.size() && simd;
       if (i == 0 && parallel && parallel_loops > 0) {
         std::string pragma = "#pragma omp parallel for";
         if (innermost_pointwise) pragma += " simd";

@@ -180,6 +180,21 @@ inline bool coil_isinf(T a) {
   else return false;
 }
 
+// An indirect index (an element of an index tensor) used to address a dimension of `size`
+// elements: wrapped when negative indices count from the end, and returned when it lies in
+// [0, size). Otherwise, where `active` (the access really happens), the first such index of the
+// launch is recorded in err (flag, index, size) for the wrapper to raise, and 0 is returned, so
+// that no memory outside a buffer is ever touched.
+inline int64_t coil_index(int64_t i, int64_t size, bool wrap, bool active, int64_t* err) {
+  int64_t w = wrap && i < 0 ? i + size : i;
+  if (w >= 0 && w < size) return w;
+  if (active && __atomic_exchange_n(&err[0], int64_t(1), __ATOMIC_RELAXED) == 0) {
+    err[1] = i;
+    err[2] = size;
+  }
+  return 0;
+}
+
 }  // namespace
 )PRELUDE";
 

@@ -467,7 +467,9 @@ class Emitter {
     for (const sched::Member& m : k_.members) {
       const ir::Buffer& b = prog_.buffers[m.buffer];
       out.push_back(sym::substitute(b.write_index(), m.var_map));
-      for (const Value& v : ir::topo_order({kernel_body(m)})) {
+      std::vector<Value> roots = {kernel_body(m)};
+      if (b.is_scatter()) roots.push_back(ir::substitute_indices(b.target, m.var_map));
+      for (const Value& v : ir::topo_order(roots)) {
         if (v.op() == Op::Load || v.op() == Op::IndexExpr) out.push_back(v->index);
       }
     }
@@ -484,6 +486,8 @@ class Emitter {
     if (*plan_.launch.rnumel.as_int() + rmax >= kInt32Limit) return true;
     if (*plan_.launch.ynumel.as_int() + rmax >= kInt32Limit) return true;
     for (const Expr& e : all_indices()) {
+      // An indirect index lies in [0, size) where it is used (coil_index checks it).
+      for (const Expr& s : ir::indirect_symbols(e)) env_.add_index_var(s, ir::indirect_of(s)->size);
       sym::Range r = sym::bounds(sym::simplify(e, env_), env_);
       if (r.lo <= -kInt32Limit || r.hi >= kInt32Limit - xmax - rmax) return true;
     }
@@ -522,6 +526,11 @@ class Emitter {
     int d = kNone;
     for (const Expr& s : sym::free_symbols(e)) {
       const std::string& n = s.name();
+      auto checked = checked_dims_.find(n);
+      if (checked != checked_dims_.end()) {
+        d |= checked->second;
+        continue;
+      }
       if (n[0] == rows_.prefix[0]) d |= kRows;
       if (n[0] == cols_.prefix[0]) d |= kCols;
     }
@@ -534,6 +543,7 @@ class Emitter {
     s = merge_contiguous(s, rows_.vars, rows_.sizes, rows_.flat);
     s = merge_contiguous(s, cols_.vars, cols_.sizes, cols_.flat);
     for (const Expr& v : sym::free_symbols(s)) {
+      if (checked_dims_.count(v.name())) continue;
       if (v.name()[0] != rows_.prefix[0] && v.name()[0] != cols_.prefix[0]) {
         throw std::runtime_error("triton codegen: symbolic size " + v.name() +
                                  " is not supported yet");
@@ -638,14 +648,75 @@ class Emitter {
     }
   }
 
+  // ---- indirect indices (see ir/scalar.h) ----
+
+  // v's index with each indirect symbol replaced by a temporary holding its checked position
+  // (coil_index: wrapped, reported where out of bounds and the access happens, 0 there).
+  Expr checked_index(Value v) {
+    std::vector<Expr> syms = ir::indirect_symbols(v->index);
+    if (syms.empty()) return v->index;
+    std::vector<Value> raw = ir::indirect_operands(v);
+    sym::ExprMap repl;
+    for (size_t i = 0; i < syms.size(); ++i) {
+      const ir::Indirect* b = ir::indirect_of(syms[i]);
+      int d = dims(raw[i]);
+      int mdims = v->masked ? dims(v->args[0]) : kNone;
+      std::string active = block_mask(d | mdims);
+      if (v->masked) active = operand(v->args[0], false) + (active.empty() ? "" : " & " + active);
+      std::string name = "tmp" + std::to_string(next_tmp_++);
+      line(name + " = coil_index(" + operand(raw[i], false) + ", " + printer_.print(b->size) +
+           ", " + (b->wrap ? "True" : "False") + ", " + (active.empty() ? "True" : active) + ", " +
+           kIndexErrorArg + ")");
+      Expr t = Expr::symbol(name);
+      env_.add_index_var(t, b->size);
+      checked_dims_[name] = d;
+      repl[syms[i]] = t;
+    }
+    return sym::substitute(v->index, repl);
+  }
+
+  // A scatter combines its value into the element its target names; updates of one element from
+  // different lanes combine atomically.
+  void scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& var,
+                     int value_dims) {
+    Value target = ir::substitute_indices(b.target, m.var_map);
+    std::string pos = value(target);
+    int d = ir::is_constant(target) ? kNone : dims(target);
+    if (d == kNone) value_dims |= kRows;
+    std::string ptr = ptr_.at(b.name) + " + (" + pos + ")";
+    if (b.layout.offset != Expr(0)) ptr += " - " + printer_.print(b.layout.offset);
+    if ((value_dims & ~d) != 0) {
+      d |= value_dims;
+      ptr = "tl.broadcast_to(" + ptr + ", " + shape(d) + ")";
+    }
+    // Atomics take one value per pointer, in a tensor of its own (Triton's interpreter misreads
+    // a broadcast view there).
+    std::string value =
+        var + " + tl.zeros(" + shape(d) + ", " + triton::dtype_text(b.layout.dtype) + ")";
+    std::string mask = block_mask(d);
+    // Relaxed: the updates need no ordering with any other memory access of the kernel.
+    std::string tail = (mask.empty() ? "" : ", mask=" + mask) + ", sem=\"relaxed\")";
+    std::string op = triton::scatter_op_text(b.scatter_mode, b.layout.dtype);
+    if (op.empty()) {
+      throw std::runtime_error(std::string("triton codegen: scatter ") +
+                               ir::scatter_mode_name(b.scatter_mode) + " of " +
+                               graph::dtype_name(b.layout.dtype) + " has no atomic form");
+    }
+    if (b.scatter_mode == ir::ScatterMode::Store) {
+      line("tl.store(" + ptr + ", " + var + (mask.empty() ? ")" : ", " + mask + ")"));
+      return;
+    }
+    line(op + "(" + ptr + ", " + value + tail);
+  }
+
   std::string load_text(Value v, int* out_dims) {
     int idims = kNone;
-    std::string idx = index_text(v->index - prog_.buffer(v->buffer).layout.offset, &idims);
+    std::string idx = index_text(checked_index(v) - prog_.buffer(v->buffer).layout.offset, &idims);
     std::string ptr = ptr_.at(v->buffer) + " + (" + idx + ")";
-    int mdims = v->args.empty() ? kNone : dims(v->args[0]);
+    int mdims = v->masked ? dims(v->args[0]) : kNone;
     int all = idims | mdims;
     std::string mask = block_mask(all);
-    if (!v->args.empty()) mask = operand(v->args[0], false) + (mask.empty() ? "" : " & " + mask);
+    if (v->masked) mask = operand(v->args[0], false) + (mask.empty() ? "" : " & " + mask);
     // A mask spanning more than the index: the pointers are broadcast to the mask's shape.
     if ((mdims & ~idims) != 0) ptr = "tl.broadcast_to(" + ptr + ", " + shape(all) + ")";
     *out_dims = all;
@@ -661,8 +732,13 @@ class Emitter {
       std::string text;
       int d = kNone;
       switch (v.op()) {
+        case Op::Guard:
+          checked_index(v);
+          memo_.back()[v.get()] = operand(v->args[0], false);
+          dims_[v.get()] = dims(v->args[0]);
+          continue;
         case Op::IndexExpr: {
-          std::string e = index_text(v->index, &d);
+          std::string e = index_text(checked_index(v), &d);
           if (d == kNone && sym::free_symbols(sym::simplify(v->index, env_)).empty()) {
             text = "tl.full([1], " + e + ", " + triton::dtype_text(v.dtype()) + ")";
           } else {
@@ -672,7 +748,7 @@ class Emitter {
         }
         case Op::Load: {
           auto avail = available_.find(v->buffer);
-          if (avail != available_.end() &&
+          if (avail != available_.end() && !ir::has_indirect(v->index) &&
               (!avail->second.check || sym::simplify(v->index, env_) == avail->second.index)) {
             memo_.back()[v.get()] = avail->second.var;
             dims_[v.get()] = avail->second.dims;
@@ -719,6 +795,10 @@ class Emitter {
   // ---- members and stages ----
 
   void store(const ir::Buffer& b, const sched::Member& m, const std::string& var, int value_dims) {
+    if (b.is_scatter()) {
+      scatter_store(b, m, var, value_dims);
+      return;
+    }
     if (!stored(b.name)) return;
     int d = kNone;
     Expr idx = sym::substitute(b.write_index(), m.var_map);
@@ -1044,6 +1124,7 @@ class Emitter {
   std::set<std::string> used_;  // x/r variables (and xindex/rindex) that printed indices mention
   std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
   std::unordered_map<const ir::ScalarNode*, int> dims_;
+  std::map<std::string, int> checked_dims_;  // checked indirect index temporary -> its dims
   std::vector<PendingResult> pending_results_;
 };
 

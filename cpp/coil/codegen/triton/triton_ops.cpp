@@ -307,4 +307,22 @@ std::string reduction_final(ReductionType t, DType d, const std::string& block) 
   throw std::logic_error("triton codegen: argmax/argmin reduce pairs (value, index)");
 }
 
+std::string scatter_op_text(ir::ScatterMode m, DType d) {
+  bool wide_int = d == DType::Int32 || d == DType::Int64;
+  bool wide_float = d == DType::Float32 || d == DType::Float64;
+  switch (m) {
+    case ir::ScatterMode::Store:
+      return "tl.store";
+    case ir::ScatterMode::Add:
+      return wide_int || wide_float ? "tl.atomic_add" : "";
+    case ir::ScatterMode::Max:
+      return wide_int ? "tl.atomic_max" : "";
+    case ir::ScatterMode::Min:
+      return wide_int ? "tl.atomic_min" : "";
+    case ir::ScatterMode::Mul:
+      return "";
+  }
+  return "";
+}
+
 }  // namespace coil::codegen::triton

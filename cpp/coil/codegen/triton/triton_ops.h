@@ -37,6 +37,12 @@ std::string cast_text(const std::string& a, graph::DType from, graph::DType to, 
 std::string reduction_identity(ir::ReductionType t, graph::DType d);
 std::string reduction_combine(ir::ReductionType t, graph::DType d, const std::string& acc,
                               const std::string& v);
+// The call that combines a scatter's update into its target ("tl.store", "tl.atomic_add", ...),
+// or "" where Triton has no atomic that matches torch: float max/min (NaN must propagate), mul,
+// 16-bit float adds (their atomics exist only on recent GPUs), and anything on bool or 8/16-bit
+// integers. The lowering leaves those scatters to ATen when it targets Triton.
+std::string scatter_op_text(ir::ScatterMode m, graph::DType d);
+
 // Reduces `block` along axis 1, keeping a [XBLOCK, 1] result.
 std::string reduction_final(ir::ReductionType t, graph::DType d, const std::string& block);
 

@@ -104,6 +104,24 @@ def coil_argmin_combine(a, ia, b, ib):
     tie = (a == b) | (a_nan & b_nan)
     take_b = ((b < a) & ~a_nan) | (b_nan & ~a_nan) | (tie & (ib < ia))
     return tl.where(take_b, b, a), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def coil_index(i, size, wrap: tl.constexpr, active, err):
+    # An indirect index (an element of an index tensor) into a dimension of `size` elements:
+    # wrapped when negative indices count from the end, returned when in [0, size). Lanes where it
+    # is out of bounds and the access really happens (`active`) write (flag, index, size) to err
+    # for the wrapper to raise; those lanes use position 0, so no access leaves the buffer.
+    w = i
+    if wrap:
+        w = tl.where(i < 0, i + size, i)
+    ok = (w >= 0) & (w < size)
+    bad = (~ok) & active
+    zero = tl.zeros_like(i)
+    tl.store(err + 1 + zero, i, mask=bad)
+    tl.store(err + 2 + zero, zero + size, mask=bad)
+    tl.store(err + zero, zero + 1, mask=bad)
+    return tl.where(ok, w, zero)
 )PRELUDE";
 
 }  // namespace coil::codegen::triton
