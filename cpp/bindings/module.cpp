@@ -21,12 +21,13 @@ NB_MODULE(_C, m) {
   m.def(
       "compile_graph",
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
-         const std::string& cpu_backend) {
+         const std::string& cpu_backend, bool channels_last) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
         opts.title = title;
         opts.cpu_backend = cpu_backend;
+        opts.channels_last = channels_last;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -44,7 +45,7 @@ NB_MODULE(_C, m) {
         return out;
       },
       nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
-      nb::arg("cpu_backend") = "cpp",
+      nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = false,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",

@@ -61,7 +61,10 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   ir::Program prog;
   {
     PhaseTimer t(r.seconds["lower"]);
-    prog = lower::lower_graph(g, {/*triton=*/targets_triton(g, opts)});
+    lower::LowerOptions lopts;
+    lopts.triton = targets_triton(g, opts);
+    lopts.channels_last = opts.channels_last;
+    prog = lower::lower_graph(g, lopts);
   }
   r.artifacts["ir_pre_fusion.txt"] = prog.to_text();
 

@@ -19,6 +19,7 @@ struct CompileOptions {
   // Triton's interpreter, TRITON_INTERPRET=1: slow, for testing the Triton path without a GPU).
   // Graphs with a tensor on a CUDA device always get Triton kernels.
   std::string cpu_backend = "cpp";
+  bool channels_last = false;  // lower::LowerOptions::channels_last
 };
 
 struct CompileResult {

@@ -111,6 +111,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
             record.debug_dir or "",
             f"coil graph {record.graph_id} ({kind})",
             cpu_backend=opts.cpu_backend,
+            channels_last=opts.channels_last,
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])

@@ -6,6 +6,8 @@ COIL_CACHE_DIR=path     where built kernels are cached (default: a private folde
 COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, output_code,
                         fallback, perf (phase timings, Triton launch tuning)
 COIL_COMPILE_BACKWARD=0 run training graphs' backward passes eagerly (default: coil compiles them)
+COIL_CHANNELS_LAST=1    GPU graphs with bf16/fp16 convolutions keep 4-D tensors channels-last
+                        (experimental; off by default)
 COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
                         Triton's interpreter; needs TRITON_INTERPRET=1; slow, for testing).
                         Graphs on CUDA devices always get Triton kernels.
@@ -38,6 +40,7 @@ class Options:
     inject_build_failure: bool = False  # testing only: break the generated source
     cpu_backend: str = "cpp"  # "cpp" or "triton": kernels for graphs on the CPU
     compile_backward: bool = True  # False: AOTAutograd's backward graphs run eagerly
+    channels_last: bool = False  # GPU bf16/fp16 convolution graphs in NHWC (experimental)
 
 
 def _from_env() -> Options:
@@ -55,6 +58,8 @@ def _from_env() -> Options:
         opts.cpu_backend = os.environ["COIL_CPU_BACKEND"]
     if os.environ.get("COIL_COMPILE_BACKWARD", "1") in ("0", ""):
         opts.compile_backward = False
+    if os.environ.get("COIL_CHANNELS_LAST", "0") not in ("0", ""):
+        opts.channels_last = True
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     return opts

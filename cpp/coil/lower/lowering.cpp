@@ -114,7 +114,8 @@ Lowering::Lowering(const graph::Graph& g, ir::Program& prog, LowerOptions option
     if (n.target != "aten.convolution.default" || n.meta.size() != 1) continue;
     const graph::TensorMeta& m = n.meta[0];
     bool reduced = m.dtype == DType::BFloat16 || m.dtype == DType::Float16;
-    channels_last_ |= m.device.rfind("cuda", 0) == 0 && reduced && m.sizes.size() == 4;
+    channels_last_ |=
+        options_.channels_last && m.device.rfind("cuda", 0) == 0 && reduced && m.sizes.size() == 4;
   }
 }
 

@@ -64,6 +64,10 @@ struct LowerOptions {
   // The kernels are Triton: duplicate scatter updates combine only through hardware atomics, so a
   // scatter without an atomic form (see scatter_has_atomic) falls back to the ATen op.
   bool triton = false;
+  // GPU graphs with bf16/fp16 2-D convolutions keep 4-D tensors channels-last (see
+  // Lowering::channels_last). Off by default: on ResNet-18 (H200, bf16) it added layout copies
+  // and ran no faster than eager's NCHW convolutions.
+  bool channels_last = false;
 };
 
 // Whether Triton combines scatter updates of this mode and dtype with an atomic (the Triton op
