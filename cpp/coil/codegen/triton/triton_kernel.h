@@ -4,16 +4,13 @@
 // variable maps, stages; Schedule::buffers for what is stored) and guarantees the same semantics:
 // loads relative to each tensor's storage offset, masked loads yield 0, reductions accumulate in
 // the body's dtype (float32 for bfloat16/float16), max/min propagate NaN, argmax/argmin keep the
-// first index. What it decides itself, and writes into the kernel's header comment:
-//   * pointwise kernels flatten the x sizes into one xindex (blocks of XBLOCK) and recover x0..xn
-//     with // and %; index expressions whose trailing variables are contiguous use xindex directly;
-//   * reductions run one x point per row of an [XBLOCK, RBLOCK] block: persistent (the whole row in
-//     one block) when rnumel <= kPersistentMaxRnumel, else a loop over r with block accumulators;
-//     each inner stage of the plan is one loop (softmax: max loop, sum loop, normalize loop);
-//   * int32 index arithmetic when every index provably fits, else int64;
-//   * masks only where a block can run past the end for some candidate config;
-//   * the candidate launch configs (KernelSource::launch), tuned at run time on GPUs.
-// It does not do split reductions, 2-D pointwise tiling, or dynamic shapes (symbolic sizes throw).
+// first index, indirect indices are bounds-checked. The launch layout (flat pointwise, 2-D tiles
+// for transposes, persistent or looped reductions) and candidate configs come from
+// triton_launch.h; this file renders the body: index expressions (int32 when every index
+// provably fits, else int64; trailing contiguous variables merged into the flat index), values,
+// stages (one loop over r per inner stage, or the whole row in registers), stores and scatters,
+// and the header comment with every decision. Split reductions are an IR rewrite before fusion
+// (sched/split_reduction.cpp). Symbolic sizes are not supported yet (they throw).
 //
 // Tests: tests/python/test_triton_interpret.py (TRITON_INTERPRET=1 on CPU), tests/gpu/.
 #pragma once

@@ -1,0 +1,201 @@
+#include "coil/codegen/triton/triton_launch.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace coil::codegen {
+
+using sym::Expr;
+
+namespace {
+
+// A reduction whose whole row fits in one block runs "persistent": the row is loaded once, kept in
+// registers, and every stage reuses it (softmax reads its input once instead of three times).
+// Rows up to kPersistentMaxRnumel run several rows per block; longer rows, up to
+// kPersistentLongRnumel, run one row per block with up to 32 warps, so that each thread holds at
+// most kPersistentElementsPerThread elements of each live value (Inductor loops over such rows
+// instead, reading them once per stage). Column reductions (strided along r) always loop: a
+// whole-column block would read one element per cache line.
+constexpr int64_t kPersistentMaxRnumel = 1024;
+constexpr int64_t kPersistentLongRnumel = 32768;
+constexpr int64_t kPersistentElementsPerThread = 32;
+// Persistent configs keep XBLOCK * RBLOCK at most this, so a block's values fit in registers.
+constexpr int64_t kPersistentMaxBlockElements = 4096;
+}  // namespace
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+int64_t static_size(const Expr& e, const char* what) {
+  auto v = e.as_int();
+  if (!v) {
+    throw std::runtime_error(std::string("triton codegen: symbolic ") + what + " (" + e.str() +
+                             ") is not supported yet; dynamic shapes need the C++ backend");
+  }
+  return *v;
+}
+
+bool is_reduction_kernel(const sched::Kernel& k) {
+  if (k.has_reduction()) return true;
+  for (const sched::Stage& st : k.stages) {
+    if (st.inner) return true;
+  }
+  return false;
+}
+
+Expr product(const std::vector<Expr>& v, size_t from) {
+  Expr p = 1;
+  for (size_t i = from; i < v.size(); ++i) p = p * v[i];
+  return p;
+}
+
+namespace {
+
+std::string configs_text(const std::vector<LaunchConfig>& configs) {
+  std::string s;
+  for (const LaunchConfig& c : configs) {
+    s += (s.empty() ? "" : ", ") + std::string("(");
+    if (c.yblock) s += std::to_string(c.yblock) + "x";
+    s += std::to_string(c.xblock);
+    if (c.rblock) s += "x" + std::to_string(c.rblock);
+    s += ", " + std::to_string(c.num_warps) + " warps)";
+  }
+  return s;
+}
+
+void add_config(std::vector<LaunchConfig>& out, LaunchConfig c) {
+  for (const LaunchConfig& o : out) {
+    if (o.xblock == c.xblock && o.rblock == c.rblock && o.num_warps == c.num_warps &&
+        o.yblock == c.yblock)
+      return;
+  }
+  out.push_back(c);
+}
+
+int warps_for(int64_t elements, int lo, int hi) {
+  // About 256 elements per warp (8 per thread), as a power of two in [lo, hi].
+  int w = 1;
+  while (w < hi && int64_t{w} * 256 < elements) w *= 2;
+  return std::max(lo, w);
+}
+
+// A pointwise kernel the scheduler tiled (a transposed read, sched::Kernel::tile): its last loop
+// is the tile's columns, the loops before it (flattened) its rows.
+bool wants_tiles(const sched::Kernel& k) {
+  return !is_reduction_kernel(k) && k.tile > 0 && k.xsizes.size() >= 2;
+}
+
+}  // namespace
+
+LaunchPlan plan_launch(const sched::Kernel& k) {
+  LaunchPlan p;
+  int64_t xnumel = static_size(product(k.xsizes), "xnumel");
+  int64_t rnumel = static_size(product(k.rsizes), "rnumel");
+  p.launch.xnumel = xnumel;
+  p.launch.rnumel = rnumel;
+  int64_t xcap = next_pow2(std::max<int64_t>(xnumel, 1));
+  auto& cs = p.launch.configs;
+  if (wants_tiles(k)) {
+    // Rows and columns of the tile are each contiguous for some access: Triton gives every load
+    // and store its own coalesced layout and moves values between them through shared memory.
+    p.launch.kind = "tiled";
+    p.tiled = true;
+    int64_t cols = static_size(k.xsizes.back(), "xnumel");
+    int64_t rows = xnumel / std::max<int64_t>(cols, 1);
+    p.launch.xnumel = cols;
+    p.launch.ynumel = rows;
+    int64_t ccap = next_pow2(std::max<int64_t>(cols, 1)),
+            rcap = next_pow2(std::max<int64_t>(rows, 1));
+    const LaunchConfig candidates[] = {{64, 0, 4, 64}, {128, 0, 4, 32}, {32, 0, 4, 128}};
+    for (LaunchConfig c : candidates) {
+      c.xblock = std::min(c.xblock, ccap);
+      c.yblock = std::min(c.yblock, rcap);
+      add_config(cs, c);
+    }
+    for (const LaunchConfig& c : cs) {
+      p.xmask |= cols % c.xblock != 0;
+      p.ymask |= rows % c.yblock != 0;
+    }
+    p.decisions.push_back(
+        "pointwise in 2-D tiles [YBLOCK, XBLOCK]: rows are the loops before the "
+        "last (ynumel=" +
+        std::to_string(rows) + "), columns the last (xnumel=" + std::to_string(cols) +
+        "), so both the transposed read and the store "
+        "are coalesced; configs " +
+        configs_text(cs));
+    return p;
+  }
+  bool column = k.column_block > 0;  // reads contiguous along x, strided along r
+  if (!is_reduction_kernel(k)) {
+    // Bandwidth-bound elementwise work: large blocks (several 16-byte accesses per thread in
+    // flight), a few sizes to choose from.
+    p.launch.kind = "pointwise";
+    const LaunchConfig candidates[] = {{1024, 0, 4}, {2048, 0, 8}, {4096, 0, 8}};
+    for (LaunchConfig c : candidates) {
+      c.xblock = std::min(c.xblock, xcap);
+      c.num_warps = std::min(c.num_warps, warps_for(c.xblock, 1, 8));
+      add_config(cs, c);
+    }
+    p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
+                          std::to_string(xnumel) + "), configs " + configs_text(cs));
+  } else if (rnumel <= kPersistentMaxRnumel) {
+    p.launch.kind = "persistent_reduction";
+    p.persistent = true;
+    int64_t rb = next_pow2(std::max<int64_t>(rnumel, 1));
+    // Largest XBLOCK first: the default when nothing is tuned (fewest programs).
+    for (int64_t xb : {64, 8, 1}) {
+      int64_t x = std::min(xb, xcap);
+      if (x * rb > kPersistentMaxBlockElements && x > 1) continue;
+      add_config(cs, {x, rb, warps_for(x * rb, 2, 8)});
+    }
+    p.decisions.push_back("reduction strategy: persistent (rnumel=" + std::to_string(rnumel) +
+                          " <= " + std::to_string(kPersistentMaxRnumel) +
+                          "): each row lives in one block, RBLOCK=" + std::to_string(rb) +
+                          "; stages reuse the row in registers; configs " + configs_text(cs));
+  } else if (rnumel <= kPersistentLongRnumel && !column) {
+    p.launch.kind = "persistent_reduction";
+    p.persistent = true;
+    int64_t rb = next_pow2(rnumel);
+    int w = static_cast<int>(std::clamp<int64_t>(rb / (32 * kPersistentElementsPerThread), 4, 32));
+    add_config(cs, {1, rb, w});
+    if (w < 32) add_config(cs, {1, rb, w * 2});
+    if (w > 4) add_config(cs, {1, rb, w / 2});
+    p.decisions.push_back("reduction strategy: persistent, one row per block (rnumel=" +
+                          std::to_string(rnumel) + " <= " + std::to_string(kPersistentLongRnumel) +
+                          ", rows contiguous): RBLOCK=" + std::to_string(rb) +
+                          ", the row is read once and stays in registers for every stage; "
+                          "configs " +
+                          configs_text(cs));
+  } else {
+    p.launch.kind = "reduction";
+    // Rows (contiguous r) want a wide RBLOCK; columns (strided r) want a wide XBLOCK so that
+    // neighbouring x points read neighbouring addresses, but not so wide that too few programs
+    // remain to fill the GPU.
+    std::vector<LaunchConfig> candidates;
+    if (column) {
+      candidates = {{32, 128, 8}, {64, 64, 8}, {16, 256, 8}, {128, 32, 8}};
+    } else {
+      candidates = {{1, 2048, 8}, {1, 4096, 16}, {2, 1024, 8}};
+    }
+    for (LaunchConfig c : candidates) {
+      c.xblock = std::min(c.xblock, xcap);
+      add_config(cs, c);
+    }
+    p.decisions.push_back(
+        "reduction strategy: looped (rnumel=" + std::to_string(rnumel) + ", " +
+        (column ? "columns: reads contiguous along x" : "rows") +
+        "): block accumulators [XBLOCK, RBLOCK], one loop over r per stage; configs " +
+        configs_text(cs));
+  }
+  for (const LaunchConfig& c : cs) {
+    p.xmask |= xnumel % c.xblock != 0;
+    if (c.rblock) p.rmask |= rnumel % c.rblock != 0;
+  }
+  p.rmask |= p.launch.kind != "pointwise" && rnumel == 0;  // an empty row: every lane is masked
+  return p;
+}
+
+}  // namespace coil::codegen
