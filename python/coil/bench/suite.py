@@ -1,18 +1,23 @@
 """The command line of the benchmark suite (python -m coil.bench).
 
-    python -m coil.bench [--device cpu|cuda] [--quick] [--cases a,b] [--out DIR]
-                         [--compile-time auto|all|none] [--backends eager,inductor,coil]
+    python -m coil.bench [--device cpu|cuda] [--quick | --smoke] [--group micro|models]
+                         [--cases a,b] [--out DIR] [--compile-time auto|all|none]
+                         [--backends eager,inductor,coil]
 
 Runs the selected cases (coil.bench.cases) side by side, measures the copy bandwidth in the same
-run, then the cold and warm compile times in fresh processes, and writes results.json,
-results.md, speedup.png and compile_time.png to --out.
+run, and for each case (right after timing it) the cold and warm compile times in fresh processes;
+writes results.json and results.md to --out after every case (an interrupted run keeps what it
+measured), then speedup.png and compile_time.png. Runs split with --group or --cases are joined
+by `python -m coil.bench.report merge A/results.json B/results.json --out DIR`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 import torch
@@ -23,9 +28,16 @@ from coil.bench.timing import BACKENDS, Progress, copy_bandwidth, run_case
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m coil.bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m coil.bench", description=__doc__.split("\n")[1])
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--quick", action="store_true", help="the quick set (minutes on a laptop CPU)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the harness's own check: tiny inputs, few repetitions, no compile-time children "
+        "(unless --compile-time says so), no plots; numbers mean nothing",
+    )
+    p.add_argument("--group", choices=("all", "micro", "models"), default="all")
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument(
@@ -37,15 +49,21 @@ def _parser() -> argparse.ArgumentParser:
         "--size",
         choices=("cpu", "cuda", "tiny"),
         default=None,
-        help="size class of the inputs (default: the device's)",
+        help="size class of the inputs (default: the device's; --smoke: tiny)",
     )
     p.add_argument("--out", default=None, help="output folder (default: bench_results/DEVICE)")
     p.add_argument(
         "--compile-time",
         choices=("auto", "all", "none"),
         default="auto",
-        help="cold/warm compile in fresh processes: auto = --quick's probe cases, or "
-        "every case without --quick",
+        help="cold/warm compile in fresh processes: auto = every case, except --quick (its "
+        "probe case) and --smoke (none)",
+    )
+    p.add_argument(
+        "--keep-caches",
+        action="store_true",
+        help="let the benchmark process itself use the usual coil/Inductor/Triton caches "
+        "(default: per case, the caches its compile-time children left, else empty ones)",
     )
     p.add_argument(
         "--budget",
@@ -70,28 +88,47 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, command: list[str]) -> dict:
-    """Runs the suite as configured by args; returns the results (also written to args.out)."""
+def _use_caches(root: str) -> None:
+    """Points this process's coil, Inductor and Triton caches at the folders the compile-time
+    children of a case left under root (compile_time.measure), or at empty ones."""
+    import coil.config
+
+    coil_env = compile_time.cache_env(os.path.join(root, "coil"))
+    inductor_env = compile_time.cache_env(os.path.join(root, "inductor"))
+    os.makedirs(coil_env["COIL_CACHE_DIR"], mode=0o700, exist_ok=True)
+    os.environ["COIL_CACHE_DIR"] = coil_env["COIL_CACHE_DIR"]
+    coil.config.options.cache_dir = coil_env["COIL_CACHE_DIR"]
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_env["TORCHINDUCTOR_CACHE_DIR"]
+    os.environ["TRITON_CACHE_DIR"] = inductor_env["TRITON_CACHE_DIR"]
+
+
+def run(args: argparse.Namespace, command: list[str], out: str | None = None) -> dict:
+    """Runs the suite as configured by args; returns the results. With out, results.json and
+    results.md are written there after every case."""
     device = args.device
-    size = args.size or device
+    size = args.size or ("tiny" if args.smoke else device)
     backends = tuple(b for b in BACKENDS if b == "eager" or b in args.backends.split(","))
-    selected = case_registry.select([c for c in args.cases.split(",") if c], args.quick)
-    budget = args.budget or (2.0 if args.quick else 8.0)
+    names = [c for c in args.cases.split(",") if c]
+    selected = case_registry.select(names, args.quick or args.smoke, args.group)
+    budget = args.budget or (0.05 if args.smoke else 2.0 if args.quick else 8.0)
     max_reps = args.max_reps or (200 if device == "cuda" else 50)
     if args.min_reps is None:
-        args.min_reps = 3 if args.quick else 5
+        args.min_reps = 2 if args.smoke else 3 if args.quick else 5
     if args.warmup is None:
-        args.warmup = 1 if args.quick else 2
+        args.warmup = 1 if (args.quick or args.smoke) else 2
     results = {
         "environment": report.environment(device, command),
         "settings": {
             "quick": args.quick,
+            "smoke": args.smoke,
+            "group": args.group,
             "size": size,
             "backends": list(backends),
             "budget_s": budget,
             "min_reps": args.min_reps,
             "max_reps": max_reps,
             "warmup": args.warmup,
+            "fresh_caches": not args.keep_caches,
         },
         "cases": [],
     }
@@ -114,12 +151,13 @@ def run(args: argparse.Namespace, command: list[str]) -> dict:
         results["skipped"] = "CUDA not available"
         return results
 
-    if args.compile_time == "none":
+    if args.compile_time == "none" or (args.smoke and args.compile_time == "auto"):
         probe = set()
     elif args.compile_time == "all" or not args.quick:
         probe = {c.name for c in selected}
     else:
         probe = {c.name for c in selected if c.compile_probe}
+    results["settings"]["compile_time_cases"] = [c.name for c in selected if c.name in probe]
     compilers = [b for b in backends if b != "eager"]
     progress = Progress(
         len(selected) + 1 + 2 * len(compilers) * len(probe), enabled=not args.no_progress
@@ -129,22 +167,48 @@ def run(args: argparse.Namespace, command: list[str]) -> dict:
     results["copy_bandwidth"] = copy_bandwidth(device)
     progress.step("copy bandwidth")
     for case in selected:
-        row = run_case(
-            case, device, size, backends, budget, args.min_reps, max_reps, args.warmup, progress
+        # compile time first (cold, then warm, each backend in fresh processes); the benchmark
+        # process then compiles the case on the caches those left, which saves the long cold
+        # compiles a second time. Without compile-time children: on empty caches.
+        root = tempfile.mkdtemp(prefix=f"coil_bench_{case.name}_")
+        try:
+            ct = None
+            if case.name in probe:
+                progress.label(f"{case.name}: compile time")
+                ct = compile_time.measure(case.name, compilers, device, size, root)
+                progress.step(f"{case.name} compile time", 2 * len(compilers))
+            if not args.keep_caches:
+                _use_caches(root)
+            row = run_case(
+                case,
+                device,
+                size,
+                backends,
+                budget,
+                args.min_reps,
+                max_reps,
+                args.warmup,
+                progress,
+            )
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        if ct is not None:
+            row["compile_time"] = ct
+        row["first_call_caches"] = (
+            "shared" if args.keep_caches else "warm" if ct is not None else "empty"
         )
+        row["copy_gbps"] = results["copy_bandwidth"]["gbps"]
         results["cases"].append(row)
         progress.step(case.name)
-    for row in results["cases"]:
-        if row["case"] not in probe:
-            continue
-        if row["status"] != "ok":
-            progress.step(row["case"], 2 * len(compilers))
-            continue
-        progress.label(f"{row['case']}: compile time")
-        row["compile_time"] = compile_time.measure(row["case"], compilers, device, size)
-        progress.step(f"{row['case']} compile time", 2 * len(compilers))
+        results["wall_s"] = time.perf_counter() - start
+        if out:
+            write_outputs(results, out, with_plots=False)
     progress.close()
     results["wall_s"] = time.perf_counter() - start
+    try:
+        results["environment"]["loadavg_end"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        pass
     return results
 
 
@@ -173,14 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.list:
         for c in case_registry.CASES:
-            print(f"{c.name:18} {c.kind:6} {'quick' if c.quick else ''}")
+            group = "micro" if c.name in case_registry.GROUPS["micro"] else "models"
+            print(f"{c.name:20} {group:7} {'quick' if c.quick else ''}")
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     command = ["python", "-m", "coil.bench"] + (sys.argv[1:] if argv is None else list(argv))
-    results = run(args, command)
     out = args.out or os.path.join("bench_results", args.device)
-    paths = write_outputs(results, out, with_plots=not args.no_plots)
+    results = run(args, command, out)
+    paths = write_outputs(results, out, with_plots=not (args.no_plots or args.smoke))
     print(report.markdown(results))
     print("wrote " + ", ".join(paths.values()), file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ CPU calls are timed with time.perf_counter; CUDA calls with CUDA events and a sy
 from __future__ import annotations
 
 import contextlib
+import copy
 import statistics
 import sys
 import time
@@ -118,8 +119,21 @@ def copy_bandwidth(device: str, reps: int = 20) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def _make_step(compiled, built: Built, device: str):
-    """A zero-argument callable running one call (inference) or one training step."""
+LEARNING_RATE = 1e-4  # SGD, for the optimizer step of a training step
+
+
+def model_for(backend: str, built: Built):
+    """The module or function a backend compiles. A training step updates the parameters, so each
+    backend trains its own copy, and all start from the same weights (the first step's loss and
+    gradients are compared with eager's)."""
+    if built.train and isinstance(built.fn, torch.nn.Module):
+        return copy.deepcopy(built.fn)
+    return built.fn
+
+
+def make_step(compiled, module, built: Built, device: str):
+    """A zero-argument callable running one call (inference) or one training step: forward,
+    loss = mean(output**2), backward, optimizer step (SGD, run eagerly for every backend)."""
     inputs = built.inputs
     if not built.train:
 
@@ -128,11 +142,11 @@ def _make_step(compiled, built: Built, device: str):
                 return compiled(*inputs)
 
         return infer
-    params = [p for p in built.fn.parameters() if p.requires_grad]
+    params = [p for p in module.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=LEARNING_RATE)
 
     def train_step():
-        for p in params:
-            p.grad = None
+        optimizer.zero_grad(set_to_none=True)
         ctx = (
             torch.autocast("cuda", dtype=torch.bfloat16)
             if built.autocast
@@ -144,8 +158,9 @@ def _make_step(compiled, built: Built, device: str):
         # loss a badly conditioned thing to compare against eager
         loss = out.float().square().mean()
         loss.backward()
-        # the loss and a few gradients, to check against eager
+        # the loss and a few gradients, to check against eager (before the update)
         grads = [p.grad.detach().clone() for p in params[-3:] if p.grad is not None]
+        optimizer.step()
         return [loss.detach(), *grads]
 
     return train_step
@@ -185,12 +200,12 @@ def _reason(exc: BaseException) -> str:
     return text[:300]
 
 
-def _compile(backend: str, built: Built):
+def compile_for(backend: str, fn):
     if backend == "eager":
-        return built.fn
+        return fn
     if backend == "inductor":
-        return torch.compile(built.fn)
-    return torch.compile(built.fn, backend="coil")
+        return torch.compile(fn)
+    return torch.compile(fn, backend="coil")
 
 
 def _first_call(backend: str, step, device: str, result: dict) -> object:
@@ -226,15 +241,22 @@ def _first_call(backend: str, step, device: str, result: dict) -> object:
             for k, v in r.seconds.items():
                 result["coil_seconds"][k] = result["coil_seconds"].get(k, 0.0) + v
         failed = [r for r in records if r.eager_fallback]
+        msgs = [str(w.message) for w in caught if type(w.message).__name__ == "CoilWarning"]
         if failed:
-            msgs = [str(w.message) for w in caught if type(w.message).__name__ == "CoilWarning"]
             why = msgs[0] if msgs else f"graph {failed[0].graph_id} fell back to eager"
+            result["eager_graphs"] = f"{len(failed)}/{len(records)}"
+            result["eager_reason"] = why[:400]
+        if records and len(failed) == len(records):
             result["status"] = "could not run"
-            result["reason"] = f"{len(failed)}/{len(records)} graphs ran eagerly; {why}"[:400]
+            result["reason"] = f"every graph ({len(records)}) ran eagerly; {why}"[:400]
         elif not records:
             result["status"] = "could not run"
             result["reason"] = "coil was handed no graph"
     return out
+
+
+def _fail(res: dict, status: str, exc: BaseException) -> None:
+    res.update(status=status, reason=_reason(exc), traceback=traceback.format_exc(limit=8))
 
 
 def run_case(
@@ -248,7 +270,9 @@ def run_case(
     warmup: int,
     progress: Progress | None = None,
 ) -> dict:
-    """Builds, compiles, checks and times one case; never raises."""
+    """Builds, compiles, checks and times one case; never raises. A backend that raises (while
+    compiling, in its first call, or later) or whose output differs from eager's is reported as
+    such in its result, and the others go on."""
     row = {
         "case": case.name,
         "kind": case.kind,
@@ -277,21 +301,30 @@ def run_case(
             progress.label(f"{case.name}: compile {backend}")
         res = {"status": "ok"}
         results[backend] = res
+        if backend != "eager" and expected is None:
+            res.update(status="not run", reason="eager failed: nothing to check against")
+            continue
         try:
-            step = _make_step(_compile(backend, built), built, device)
+            module = model_for(backend, built)
+            step = make_step(compile_for(backend, module), module, built, device)
             out = _first_call(backend, step, device, res)
         except Exception as e:  # noqa: BLE001
-            res.update(status="failed" if backend != "coil" else "could not run", reason=_reason(e))
-            res["traceback"] = traceback.format_exc(limit=6)
+            _fail(res, "failed" if backend != "coil" else "could not run", e)
             continue
         if backend == "eager":
             expected = out
-        elif expected is not None:
-            ok, msg = _compare(out, expected, built)
+        else:
+            try:
+                ok, msg = _compare(out, expected, built)
+            except Exception as e:  # noqa: BLE001
+                ok, msg = False, f"comparing with eager raised {_reason(e)}"
             res["correct"] = ok
             res["check"] = msg
         if res["status"] == "ok":
             steps[backend] = step
+        if built.train and backend == "coil":
+            res["note"] = "forward compiled by coil; backward and optimizer step eager"
+    row["status"] = "ok" if "eager" in steps else "eager failed"
 
     # warm-up (excluded), then an estimate of one call to size the repetitions; a case whose eager
     # call takes over half a second (a model on a small CPU) gets one warm-up call and 3 reps
@@ -304,7 +337,7 @@ def run_case(
                 step()
             estimate += time_call(step, device)
         except Exception as e:  # noqa: BLE001
-            results[backend].update(status="failed", reason=_reason(e))
+            _fail(results[backend], "failed", e)
             del steps[backend]
     reps = int(min(max_reps, max(min_reps, reps_budget_s / max(estimate, 1e-6))))
     times = {b: [] for b in steps}
@@ -314,9 +347,17 @@ def run_case(
     for rep in range(reps):
         k = rep % max(len(order), 1)
         for backend in order[k:] + order[:k]:
-            times[backend].append(time_call(steps[backend], device))
+            if backend not in steps:
+                continue
+            try:
+                times[backend].append(time_call(steps[backend], device))
+            except Exception as e:  # noqa: BLE001
+                _fail(results[backend], "failed", e)
+                del steps[backend]
     for backend, ts in times.items():
         res = results[backend]
+        if res["status"] != "ok" or not ts:
+            continue
         res["reps"] = len(ts)
         res["median_ms"] = statistics.median(ts) * 1e3
         res["min_ms"] = min(ts) * 1e3
@@ -325,4 +366,6 @@ def run_case(
     row["backends"] = results
     row["warmup"] = warmup
     del steps, built
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return row
