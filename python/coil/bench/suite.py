@@ -88,6 +88,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_CACHE_VARS = ("COIL_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def _cache_state() -> tuple:
+    import coil.config
+
+    return {k: os.environ.get(k) for k in _CACHE_VARS}, coil.config.options.cache_dir
+
+
+def _restore_caches(state: tuple) -> None:
+    import coil.config
+
+    env, coil.config.options.cache_dir = state
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 def _use_caches(root: str) -> None:
     """Points this process's coil, Inductor and Triton caches at the folders the compile-time
     children of a case left under root (compile_time.measure), or at empty ones."""
@@ -166,43 +186,12 @@ def run(args: argparse.Namespace, command: list[str], out: str | None = None) ->
     progress.label("copy bandwidth")
     results["copy_bandwidth"] = copy_bandwidth(device)
     progress.step("copy bandwidth")
-    for case in selected:
-        # compile time first (cold, then warm, each backend in fresh processes); the benchmark
-        # process then compiles the case on the caches those left, which saves the long cold
-        # compiles a second time. Without compile-time children: on empty caches.
-        root = tempfile.mkdtemp(prefix=f"coil_bench_{case.name}_")
-        try:
-            ct = None
-            if case.name in probe:
-                progress.label(f"{case.name}: compile time")
-                ct = compile_time.measure(case.name, compilers, device, size, root)
-                progress.step(f"{case.name} compile time", 2 * len(compilers))
-            if not args.keep_caches:
-                _use_caches(root)
-            row = run_case(
-                case,
-                device,
-                size,
-                backends,
-                budget,
-                args.min_reps,
-                max_reps,
-                args.warmup,
-                progress,
-            )
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        if ct is not None:
-            row["compile_time"] = ct
-        row["first_call_caches"] = (
-            "shared" if args.keep_caches else "warm" if ct is not None else "empty"
-        )
-        row["copy_gbps"] = results["copy_bandwidth"]["gbps"]
-        results["cases"].append(row)
-        progress.step(case.name)
-        results["wall_s"] = time.perf_counter() - start
-        if out:
-            write_outputs(results, out, with_plots=False)
+    saved = _cache_state()
+    try:
+        for case in selected:
+            _one_case(case, args, results, probe, compilers, progress, out, start)
+    finally:
+        _restore_caches(saved)
     progress.close()
     results["wall_s"] = time.perf_counter() - start
     try:
@@ -210,6 +199,48 @@ def run(args: argparse.Namespace, command: list[str], out: str | None = None) ->
     except OSError:
         pass
     return results
+
+
+def _one_case(case, args, results, probe, compilers, progress, out, start) -> None:
+    """Compile time (if asked) and timing of one case; appends its row and writes the results."""
+    s = results["settings"]
+    device, size, backends = args.device, s["size"], tuple(s["backends"])
+    # compile time first (cold, then warm, each backend in fresh processes); the benchmark
+    # process then compiles the case on the caches those left, which saves the long cold
+    # compiles a second time. Without compile-time children: on empty caches.
+    root = tempfile.mkdtemp(prefix=f"coil_bench_{case.name}_")
+    try:
+        ct = None
+        if case.name in probe:
+            progress.label(f"{case.name}: compile time")
+            ct = compile_time.measure(case.name, compilers, device, size, root)
+            progress.step(f"{case.name} compile time", 2 * len(compilers))
+        if not args.keep_caches:
+            _use_caches(root)
+        row = run_case(
+            case,
+            device,
+            size,
+            backends,
+            s["budget_s"],
+            s["min_reps"],
+            s["max_reps"],
+            s["warmup"],
+            progress,
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if ct is not None:
+        row["compile_time"] = ct
+    row["first_call_caches"] = (
+        "shared" if args.keep_caches else "warm" if ct is not None else "empty"
+    )
+    row["copy_gbps"] = results["copy_bandwidth"]["gbps"]
+    results["cases"].append(row)
+    progress.step(case.name)
+    results["wall_s"] = time.perf_counter() - start
+    if out:
+        write_outputs(results, out, with_plots=False)
 
 
 def write_outputs(results: dict, out: str, with_plots: bool = True) -> dict:
