@@ -221,3 +221,31 @@ def test_compile_one_reports_phases():
     assert result["first_call_s"] > 0 and result["second_call_s"] > 0
     assert set(COIL_PHASES) <= set(result["phases"])
     assert "rest" in result["phases"]
+
+
+def test_merge_prefers_timed_rows_and_keeps_compile_times():
+    from coil.bench.report import _merge_rows
+
+    timed = {"case": "x", "status": "ok", "backends": {"eager": {"median_ms": 1.0}}}
+    compile_only = {"case": "x", "status": "ok", "backends": {}, "compile_time": {"coil": {}}}
+    left = {"case": "x", "status": "not run", "reason": "time limit", "backends": {}}
+    for first, second in ((timed, compile_only), (compile_only, timed)):
+        merged = _merge_rows(first, second)
+        assert merged["backends"] == timed["backends"]
+        assert merged["compile_time"] == {"coil": {}}
+    assert _merge_rows(timed, left)["status"] == "ok"
+    assert _merge_rows(left, timed)["status"] == "ok"
+
+
+def test_time_limit_lists_the_cases_left_and_how_to_run_them(tmp_path):
+    from coil.bench import main
+
+    out = tmp_path / "bench"
+    rc = main(SMOKE + ["--cases", "softmax,sum_rows", "--time-limit", "0", "--out", str(out)])
+    assert rc == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["not_run"]["cases"] == ["softmax", "sum_rows"]
+    assert "--cases softmax,sum_rows" in results["not_run"]["command"]
+    assert "--time-limit" not in results["not_run"]["command"]
+    assert [r["status"] for r in results["cases"]] == ["not run", "not run"]
+    assert "not run (time limit)" in (out / "results.md").read_text()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
@@ -234,6 +235,37 @@ def _compile_rows(results: dict) -> list[list[str]]:
     return rows
 
 
+def _geomeans(rows: list[dict]) -> str:
+    """Geometric means of the speedups over the cases where all three ran and matched eager."""
+    groups = {"all": [], "micro": [], "models": []}
+    for row in rows:
+        b = row.get("backends") or {}
+        if not all((b.get(k) or {}).get("median_ms") for k in ("eager", "inductor", "coil")):
+            continue
+        if b["coil"].get("correct") is False:
+            continue
+        coil = b["coil"]["median_ms"]
+        ratios = (b["eager"]["median_ms"] / coil, b["inductor"]["median_ms"] / coil)
+        groups["all"].append(ratios)
+        groups["micro" if row.get("kind") == "micro" else "models"].append(ratios)
+    if not groups["all"]:
+        return ""
+
+    def gm(pairs, i):
+        return math.exp(sum(math.log(p[i]) for p in pairs) / len(pairs))
+
+    parts = [
+        f"{name} ({len(pairs)} cases): coil/eager {gm(pairs, 0):.2f}x, coil/inductor "
+        f"{gm(pairs, 1):.2f}x"
+        for name, pairs in groups.items()
+        if pairs
+    ]
+    return (
+        "Geometric mean of the speedups over the cases where all three ran and coil matched "
+        "eager: " + "; ".join(parts) + "."
+    )
+
+
 def _header(results: dict) -> list[str]:
     """Date, command(s), machine, versions, load and copy bandwidth of a run, or of each part of a
     merged run."""
@@ -293,6 +325,9 @@ def markdown(results: dict) -> str:
     )
     out.append("")
     out.append(_table(HEADER, [_row(r, copy["gbps"]) for r in results["cases"]]))
+    summary = _geomeans(results["cases"])
+    if summary:
+        out += ["", summary]
     out += [
         "",
         (
@@ -339,6 +374,28 @@ def write_markdown(path: str, results: dict) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _measured(row: dict) -> bool:
+    return row.get("status") in ("ok", "eager failed") and bool(row.get("backends"))
+
+
+def _merge_rows(old: dict | None, new: dict) -> dict:
+    """A case found in two parts: the timed row wins over one that was not timed (a
+    --compile-time only run, or a case left by --time-limit), else the later one; compile times
+    come from whichever part measured them (the later, if both)."""
+    if old is None:
+        return new
+    if _measured(old) and not _measured(new):
+        old, new = new, old
+    merged = dict(new)
+    if "compile_time" not in merged and "compile_time" in old:
+        merged["compile_time"] = old["compile_time"]
+        merged["first_call_caches"] = merged.get("first_call_caches", "empty")
+    elif "compile_time" in merged and not _measured(merged) and _measured(old):
+        ct = merged["compile_time"]
+        merged = dict(old, compile_time=ct)
+    return merged
+
+
 def merge(parts: list[dict]) -> dict:
     """One report from runs of different cases (the same device): cases in the registry's order
     (a case present twice: the later file's), each part's command, date, load and copy bandwidth
@@ -354,7 +411,7 @@ def merge(parts: list[dict]) -> dict:
     for p in parts:
         for row in p["cases"]:
             row.setdefault("copy_gbps", p["copy_bandwidth"].get("gbps"))
-            rows[row["case"]] = row
+            rows[row["case"]] = _merge_rows(rows.get(row["case"]), row)
     order = {c.name: i for i, c in enumerate(CASES)}
     merged_parts = []
     for p in parts:

@@ -54,10 +54,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default: bench_results/DEVICE)")
     p.add_argument(
         "--compile-time",
-        choices=("auto", "all", "none"),
+        choices=("auto", "all", "none", "only"),
         default="auto",
         help="cold/warm compile in fresh processes: auto = every case, except --quick (its "
-        "probe case) and --smoke (none)",
+        "probe case) and --smoke (none); only = compile times without the timed comparison "
+        "(join with a timing run's results by `python -m coil.bench.report merge`)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="minutes: start no case after this much time; the cases left are listed as "
+        "'not run (time limit)' with the command that runs them",
     )
     p.add_argument(
         "--keep-caches",
@@ -173,7 +181,7 @@ def run(args: argparse.Namespace, command: list[str], out: str | None = None) ->
 
     if args.compile_time == "none" or (args.smoke and args.compile_time == "auto"):
         probe = set()
-    elif args.compile_time == "all" or not args.quick:
+    elif args.compile_time in ("all", "only") or not args.quick:
         probe = {c.name for c in selected}
     else:
         probe = {c.name for c in selected if c.compile_probe}
@@ -187,11 +195,31 @@ def run(args: argparse.Namespace, command: list[str], out: str | None = None) ->
     results["copy_bandwidth"] = copy_bandwidth(device)
     progress.step("copy bandwidth")
     saved = _cache_state()
+    left = []
     try:
         for case in selected:
+            if args.time_limit is not None and time.perf_counter() - start > 60 * args.time_limit:
+                left.append(case)
+                continue
             _one_case(case, args, results, probe, compilers, progress, out, start)
     finally:
         _restore_caches(saved)
+    if left:
+        rest = " ".join(_resume_command(command, [c.name for c in left]))
+        results["not_run"] = {"cases": [c.name for c in left], "command": rest}
+        for case in left:
+            results["cases"].append(
+                {
+                    "case": case.name,
+                    "kind": case.kind,
+                    "train": case.train,
+                    "device": device,
+                    "status": "not run",
+                    "reason": "time limit",
+                    "backends": {},
+                }
+            )
+        print(f"coil.bench: time limit reached; the rest: {rest}", file=sys.stderr)
     progress.close()
     results["wall_s"] = time.perf_counter() - start
     try:
@@ -217,17 +245,21 @@ def _one_case(case, args, results, probe, compilers, progress, out, start) -> No
             progress.step(f"{case.name} compile time", 2 * len(compilers))
         if not args.keep_caches:
             _use_caches(root)
-        row = run_case(
-            case,
-            device,
-            size,
-            backends,
-            s["budget_s"],
-            s["min_reps"],
-            s["max_reps"],
-            s["warmup"],
-            progress,
-        )
+        if args.compile_time == "only":
+            row = {"case": case.name, "kind": case.kind, "train": case.train}
+            row.update(device=device, status="ok", backends={}, timed=False)
+        else:
+            row = run_case(
+                case,
+                device,
+                size,
+                backends,
+                s["budget_s"],
+                s["min_reps"],
+                s["max_reps"],
+                s["warmup"],
+                progress,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if ct is not None:
@@ -241,6 +273,22 @@ def _one_case(case, args, results, probe, compilers, progress, out, start) -> No
     results["wall_s"] = time.perf_counter() - start
     if out:
         write_outputs(results, out, with_plots=False)
+
+
+def _resume_command(command: list[str], cases: list[str]) -> list[str]:
+    """The command that runs the given cases with this run's other options."""
+    out, skip = [], False
+    for arg in command:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--cases", "--group", "--time-limit", "--out"):
+            skip = True
+            continue
+        if arg.startswith(("--cases=", "--group=", "--time-limit=", "--out=")):
+            continue
+        out.append(arg)
+    return out + ["--cases", ",".join(cases), "--out", "DIR"]
 
 
 def write_outputs(results: dict, out: str, with_plots: bool = True) -> dict:
