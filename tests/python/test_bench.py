@@ -249,3 +249,14 @@ def test_time_limit_lists_the_cases_left_and_how_to_run_them(tmp_path):
     assert "--time-limit" not in results["not_run"]["command"]
     assert [r["status"] for r in results["cases"]] == ["not run", "not run"]
     assert "not run (time limit)" in (out / "results.md").read_text()
+
+
+def test_shards_split_the_cases_without_overlap():
+    from coil.bench import cases
+
+    for n in (1, 3, 8):
+        parts = [cases.shard(cases.CASES, k, n) for k in range(n)]
+        names = [c.name for part in parts for c in part]
+        assert sorted(names) == sorted(c.name for c in cases.CASES)
+    with pytest.raises(ValueError):
+        cases.shard(cases.CASES, 2, 2)

@@ -480,3 +480,24 @@ def select(names: list[str] | None, quick: bool, group: str | None = None) -> li
         wanted = {find(n).name for n in names}
         return [c for c in CASES if c.name in wanted]
     return [c for c in pool if c.quick or not quick]
+
+
+def cost(case: Case) -> float:
+    """A rough relative cost of a case with its cold/warm compiles (for --shard): models cost
+    several microbenchmarks, training steps more (Inductor compiles their backward too)."""
+    if case.kind == "micro":
+        return 2.0 if case.train else 1.0
+    return 6.0 if case.train else 4.0
+
+
+def shard(cases: list[Case], k: int, n: int) -> list[Case]:
+    """The k-th of n parts of cases, balanced by cost: the costliest first, each to the part with
+    the least so far; registry order within a part."""
+    if not 0 <= k < n:
+        raise ValueError(f"--shard {k}/{n}: need 0 <= K < N")
+    loads, parts = [0.0] * n, [[] for _ in range(n)]
+    for case in sorted(cases, key=lambda c: -cost(c)):  # stable: registry order among equals
+        i = loads.index(min(loads))
+        loads[i] += cost(case)
+        parts[i].append(case.name)
+    return [c for c in cases if c.name in parts[k]]

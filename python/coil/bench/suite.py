@@ -39,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--group", choices=("all", "micro", "models"), default="all")
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    p.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run the K-th of N parts of the selected cases (0 <= K < N), parts balanced by a "
+        "rough cost per case; e.g. one part per GPU, joined by `python -m coil.bench.report "
+        "merge`",
+    )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument(
         "--backends",
@@ -138,6 +146,9 @@ def run(args: argparse.Namespace, command: list[str], out: str | None = None) ->
     backends = tuple(b for b in BACKENDS if b == "eager" or b in args.backends.split(","))
     names = [c for c in args.cases.split(",") if c]
     selected = case_registry.select(names, args.quick or args.smoke, args.group)
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        selected = case_registry.shard(selected, k, n)
     budget = args.budget or (0.05 if args.smoke else 2.0 if args.quick else 8.0)
     max_reps = args.max_reps or (200 if device == "cuda" else 50)
     if args.min_reps is None:
@@ -282,10 +293,10 @@ def _resume_command(command: list[str], cases: list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if arg in ("--cases", "--group", "--time-limit", "--out"):
+        if arg in ("--cases", "--group", "--time-limit", "--out", "--shard"):
             skip = True
             continue
-        if arg.startswith(("--cases=", "--group=", "--time-limit=", "--out=")):
+        if arg.startswith(("--cases=", "--group=", "--time-limit=", "--out=", "--shard=")):
             continue
         out.append(arg)
     return out + ["--cases", ",".join(cases), "--out", "DIR"]
