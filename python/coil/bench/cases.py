@@ -31,7 +31,7 @@ class Built:
     inputs: tuple
     desc: str  # shape/dtype, for the table
     min_bytes: int | None = None  # memory-bound cases: inputs read once + outputs written once
-    train: bool = False  # one training step: forward, loss = mean(output**2), backward
+    train: bool = False  # one training step: forward, MSE loss, backward, SGD step
     autocast: bool = False  # CUDA training in bf16 autocast (parameters stay fp32)
     atol: float = 1e-4
     rtol: float = 1e-4
