@@ -1,14 +1,15 @@
 """The command line of the benchmark suite (python -m coil.bench).
 
     python -m coil.bench [--device cpu|cuda] [--quick | --smoke] [--group micro|models]
-                         [--cases a,b] [--out DIR] [--compile-time auto|all|none]
-                         [--backends eager,inductor,coil]
+                         [--cases a,b] [--shard K/N] [--time-limit MIN] [--out DIR]
+                         [--compile-time auto|all|none|only] [--backends eager,inductor,coil]
 
-Runs the selected cases (coil.bench.cases) side by side, measures the copy bandwidth in the same
-run, and for each case (right after timing it) the cold and warm compile times in fresh processes;
-writes results.json and results.md to --out after every case (an interrupted run keeps what it
-measured), then speedup.png and compile_time.png. Runs split with --group or --cases are joined
-by `python -m coil.bench.report merge A/results.json B/results.json --out DIR`.
+Measures the copy bandwidth, then for each selected case (coil.bench.cases): its cold and warm
+compile times in fresh processes, then eager, Inductor and coil side by side in this process (on
+the caches the warm runs left). Writes results.json and results.md to --out after every case (an
+interrupted run keeps what it measured), then speedup.png and compile_time.png. Parts of a run
+(--group, --cases, --shard) are joined by
+`python -m coil.bench.report merge A/results.json B/results.json --out DIR`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from coil.bench.timing import BACKENDS, Progress, copy_bandwidth, run_case
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m coil.bench", description=__doc__.split("\n")[1])
+    p = argparse.ArgumentParser(prog="python -m coil.bench", description=__doc__.split("\n")[0])
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--quick", action="store_true", help="the quick set (minutes on a laptop CPU)")
     p.add_argument(
