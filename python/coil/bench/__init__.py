@@ -8,11 +8,18 @@ speedups, achieved bandwidth against the copy bandwidth measured in the same run
 and a correctness check against eager; compile time cold and warm in fresh processes, with coil's
 own phases. Writes results.json, results.md, speedup.png and compile_time.png.
 
-Modules: cases (what is measured), timing (running one case), compile_time (cold/warm compiles in
-child processes), report (JSON and Markdown), plots (PNG), suite (the command line; __main__
-only calls it).
+Modules: cases (what is measured), vision (the vision models), timing (running one case),
+compile_time (cold/warm compiles in child processes), report (JSON, Markdown, merging split runs),
+plots (PNG), suite (the command line; __main__ only calls it).
 """
 
-from coil.bench.suite import main, run
-
 __all__ = ["main", "run"]
+
+
+def __getattr__(name):
+    # lazy, so that `python -m coil.bench.report` does not find its module already imported
+    if name in __all__:
+        from coil.bench import suite
+
+        return getattr(suite, name)
+    raise AttributeError(name)

@@ -31,7 +31,7 @@ class Built:
     inputs: tuple
     desc: str  # shape/dtype, for the table
     min_bytes: int | None = None  # memory-bound cases: inputs read once + outputs written once
-    train: bool = False  # one training step: forward, loss = mean(output**2), backward
+    train: bool = False  # one training step: forward, MSE loss, backward, SGD step
     autocast: bool = False  # CUDA training in bf16 autocast (parameters stay fp32)
     atol: float = 1e-4
     rtol: float = 1e-4
@@ -187,6 +187,8 @@ def _mean_var(device, size):
 
 def _transpose_add(device, size):
     shape, dt = _rows_cols(device, size, (4096, 4096), (16384, 16384))
+    if size == "tiny":
+        shape = (64, 64)  # x.t() + y needs a square x
     x = torch.randn(shape, device=device, dtype=dt)
     y = torch.randn(shape, device=device, dtype=dt)
     return Built(transpose_add, (x, y), _desc(shape, dt), 3 * _nbytes(x), **_tol(dt))
@@ -269,11 +271,19 @@ def _need(module: str) -> None:
         raise NotAvailable(f"{module} is not installed")
 
 
+def _no_dropout(model: nn.Module) -> nn.Module:
+    """Training steps are compared with eager: random dropout masks would differ, so p = 0."""
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model
+
+
 def _finish_model(model, inputs, desc, device, train):
     dt = _dtype(device)
     model = model.to(device)
     if train:
-        model.train()
+        model = _no_dropout(model.train())
     else:
         model = model.eval().to(dt)
     if train:  # the loss and gradients through a whole model
@@ -291,21 +301,45 @@ def _finish_model(model, inputs, desc, device, train):
     )
 
 
+# Batch x sequence length of the language models, per size class: inference, training step.
+# The CPU sizes are small so that a model case takes seconds on a 2-core machine.
+TEXT_SIZES = {
+    "gpt2": {"cpu": ((1, 128), (1, 64)), "cuda": ((8, 512), (4, 512)), "tiny": ((1, 8), (1, 8))},
+    "bert": {"cpu": ((1, 128), (1, 64)), "cuda": ((16, 512), (8, 512)), "tiny": ((1, 8), (1, 8))},
+    "t5": {"cpu": ((1, 128), (1, 64)), "cuda": ((8, 512), (4, 512)), "tiny": ((1, 8), (1, 8))},
+}
+# Depth of the transformer models on the CPU (the "cpu" size class): the named model's width and
+# everything else, fewer layers, so that the full suite (with cold and warm compiles of every case,
+# where Inductor's cold compile of a 12-layer training step takes minutes) fits in well under an
+# hour on a 2-core machine. The "cuda" size class has the full depth.
+CPU_LAYERS = {"gpt2": 4, "bert": 4, "t5": 2, "vit_b_16": 4}
+
+
+def _layers(model: str, size: str, full: int) -> int:
+    return CPU_LAYERS[model] if size == "cpu" else full
+
+
+# Batch of the vision models (3x224x224 images; "tiny": 3x32x32), inference and training step.
+VISION_BATCH = {"cpu": (1, 2), "cuda": (64, 32), "tiny": (1, 2)}
+
+
+def _text_size(model: str, size: str, train: bool) -> tuple[int, int]:
+    return TEXT_SIZES[model][size][1 if train else 0]
+
+
 def _gpt2(train: bool):
     def build(device, size):
         _need("transformers")
         from transformers import GPT2Config, GPT2Model
 
-        if train:
-            b, s = _pick(size, (1, 64), (4, 512), (1, 8))
-        else:
-            b, s = _pick(size, (1, 128), (8, 512), (1, 8))
+        b, s = _text_size("gpt2", size, train)
         cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        cfg.n_layer = _layers("gpt2", size, cfg.n_layer)
         if size == "tiny":
             cfg.n_layer, cfg.n_embd, cfg.n_head = 1, 64, 2
         model = FirstOutput(GPT2Model(cfg), use_cache=False)
         ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
-        return _finish_model(model, (ids,), f"batch {b}x{s}", device, train)
+        return _finish_model(model, (ids,), f"batch {b}x{s}, {cfg.n_layer} layers", device, train)
 
     return build
 
@@ -315,11 +349,16 @@ def _bert(train: bool):
         _need("transformers")
         from transformers import BertConfig, BertModel
 
-        b, s = _pick(size, (1, 128), (16, 512), (1, 8))
+        b, s = _text_size("bert", size, train)
         cfg = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        cfg.num_hidden_layers = _layers("bert", size, cfg.num_hidden_layers)
+        if size == "tiny":
+            cfg.num_hidden_layers, cfg.hidden_size = 1, 64
+            cfg.num_attention_heads, cfg.intermediate_size = 2, 128
         model = FirstOutput(BertModel(cfg, add_pooling_layer=False))
         ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
-        return _finish_model(model, (ids,), f"batch {b}x{s}", device, train)
+        desc = f"batch {b}x{s}, {cfg.num_hidden_layers} layers"
+        return _finish_model(model, (ids,), desc, device, train)
 
     return build
 
@@ -329,45 +368,58 @@ def _t5(train: bool):
         _need("transformers")
         from transformers import T5Config, T5Model
 
-        b, s = _pick(size, (1, 128), (8, 512), (1, 8))
+        b, s = _text_size("t5", size, train)
+        dims = {"d_model": 512, "d_kv": 64, "d_ff": 2048, "heads": 8}  # T5-small
+        dims["layers"] = _layers("t5", size, 6)
+        if size == "tiny":
+            dims = {"d_model": 64, "d_kv": 32, "d_ff": 128, "layers": 1, "heads": 2}
         cfg = T5Config(
             vocab_size=32128,
-            d_model=512,
-            d_kv=64,
-            d_ff=2048,
-            num_layers=6,
-            num_decoder_layers=6,
-            num_heads=8,
+            d_model=dims["d_model"],
+            d_kv=dims["d_kv"],
+            d_ff=dims["d_ff"],
+            num_layers=dims["layers"],
+            num_decoder_layers=dims["layers"],
+            num_heads=dims["heads"],
             dropout_rate=0.0,
             use_cache=False,
         )
         model = FirstOutput(T5Model(cfg), ("input_ids", "decoder_input_ids"), use_cache=False)
         ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
         dec = torch.randint(0, cfg.vocab_size, (b, s), device=device)
-        return _finish_model(model, (ids, dec), f"batch {b}x{s} (enc+dec)", device, train)
+        return _finish_model(
+            model,
+            (ids, dec),
+            f"batch {b}x{s}, {dims['layers']}+{dims['layers']} layers",
+            device,
+            train,
+        )
 
     return build
 
 
-def _vision(name: str, timm_name: str, train: bool):
+def _vision(name: str, train: bool):
+    """ResNet-18/50, ViT-B/16, MobileNetV3-Large as defined in coil.bench.vision (torchvision's
+    architectures and module names; see that module for why not torchvision itself)."""
+
     def build(device, size):
-        if importlib.util.find_spec("torchvision") is not None:
-            import torchvision.models as tvm
+        from coil.bench import vision
 
-            model = getattr(tvm, name)(weights=None)
-        elif importlib.util.find_spec("timm") is not None:
-            import timm
-
-            model = timm.create_model(timm_name, pretrained=False)
+        if size == "tiny" and name == "vit_b_16":  # one narrow layer on 32x32 images
+            model = vision.vit_b_16(32, num_layers=1, num_heads=2, hidden_dim=64, mlp_dim=128)
+        elif name == "vit_b_16":
+            model = vision.vit_b_16(num_layers=_layers("vit_b_16", size, 12))
         else:
-            raise NotAvailable("neither torchvision nor timm is installed")
-        b = _pick(size, 1, 64, 1)
-        if train:
-            b = _pick(size, 2, 32, 2)
-        x = torch.randn(b, 3, 224, 224, device=device)
+            model = vision.MODELS[name]()
+        b = VISION_BATCH[size][1 if train else 0]
+        hw = 32 if size == "tiny" else 224
+        x = torch.randn(b, 3, hw, hw, device=device)
         if not train:
             x = x.to(_dtype(device))
-        return _finish_model(model, (x,), f"batch {b}x3x224x224", device, train)
+        desc = f"batch {b}x3x{hw}x{hw}"
+        if name == "vit_b_16":
+            desc += f", {len(model.encoder.layers)} layers"
+        return _finish_model(model, (x,), desc, device, train)
 
     return build
 
@@ -376,7 +428,7 @@ def _vision(name: str, timm_name: str, train: bool):
 # the registry
 # --------------------------------------------------------------------------------------------
 
-CASES: list[Case] = [
+MICRO = [
     Case("pointwise_chain", "micro", _pointwise, quick=True, compile_probe=True),
     Case("softmax", "micro", _row_op(softmax_last), quick=True),
     Case("log_softmax", "micro", _row_op(log_softmax_last), quick=True),
@@ -389,17 +441,29 @@ CASES: list[Case] = [
     Case("mm_bias_gelu", "micro", _mm_bias_gelu, quick=True),
     Case("attention", "micro", _attention(False), quick=True),
     Case("attention_train", "micro", _attention(True), quick=True),
-    Case("gpt2", "model", _gpt2(False), quick=True),
-    Case("gpt2_train", "model", _gpt2(True)),
-    Case("bert", "model", _bert(False)),
-    Case("bert_train", "model", _bert(True)),
-    Case("t5_small", "model", _t5(False)),
-    Case("resnet18", "model", _vision("resnet18", "resnet18", False), quick=True),
-    Case("resnet50", "model", _vision("resnet50", "resnet50", False)),
-    Case("resnet50_train", "model", _vision("resnet50", "resnet50", True)),
-    Case("vit_b_16", "model", _vision("vit_b_16", "vit_base_patch16_224", False)),
-    Case("mobilenet_v3", "model", _vision("mobilenet_v3_large", "mobilenetv3_large_100", False)),
 ]
+
+
+def _model_pair(name, make, quick=False):
+    """A model's inference case and its training-step case (NAME_train)."""
+    return [
+        Case(name, "model", make(False), quick=quick),
+        Case(f"{name}_train", "model", make(True)),
+    ]
+
+
+MODELS = (
+    _model_pair("gpt2", _gpt2, quick=True)
+    + _model_pair("bert", _bert)
+    + _model_pair("t5_small", _t5)
+    + _model_pair("resnet18", lambda t: _vision("resnet18", t), quick=True)
+    + _model_pair("resnet50", lambda t: _vision("resnet50", t))
+    + _model_pair("vit_b_16", lambda t: _vision("vit_b_16", t))
+    + _model_pair("mobilenet_v3", lambda t: _vision("mobilenet_v3_large", t))
+)
+
+CASES: list[Case] = MICRO + MODELS
+GROUPS = {"micro": [c.name for c in MICRO], "models": [c.name for c in MODELS]}
 
 
 def find(name: str) -> Case:
@@ -409,7 +473,31 @@ def find(name: str) -> Case:
     raise KeyError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}")
 
 
-def select(names: list[str] | None, quick: bool) -> list[Case]:
+def select(names: list[str] | None, quick: bool, group: str | None = None) -> list[Case]:
+    """The cases named (in the registry's order), else the --quick set or all, within group."""
+    pool = [c for c in CASES if group in (None, "all") or c.name in GROUPS[group]]
     if names:
-        return [find(n) for n in names]
-    return [c for c in CASES if c.quick or not quick]
+        wanted = {find(n).name for n in names}
+        return [c for c in CASES if c.name in wanted]
+    return [c for c in pool if c.quick or not quick]
+
+
+def cost(case: Case) -> float:
+    """A rough relative cost of a case with its cold/warm compiles (for --shard): models cost
+    several microbenchmarks, training steps more (Inductor compiles their backward too)."""
+    if case.kind == "micro":
+        return 2.0 if case.train else 1.0
+    return 6.0 if case.train else 4.0
+
+
+def shard(cases: list[Case], k: int, n: int) -> list[Case]:
+    """The k-th of n parts of cases, balanced by cost: the costliest first, each to the part with
+    the least so far; registry order within a part."""
+    if not 0 <= k < n:
+        raise ValueError(f"--shard {k}/{n}: need 0 <= K < N")
+    loads, parts = [0.0] * n, [[] for _ in range(n)]
+    for case in sorted(cases, key=lambda c: -cost(c)):  # stable: registry order among equals
+        i = loads.index(min(loads))
+        loads[i] += cost(case)
+        parts[i].append(case.name)
+    return [c for c in cases if c.name in parts[k]]

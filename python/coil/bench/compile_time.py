@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -101,7 +100,7 @@ def _inductor_times() -> dict:
 
 def compile_one(case_name: str, backend: str, device: str, size: str) -> dict:
     """Runs in the child process: compile one case with one backend, report its times."""
-    from coil.bench.timing import _make_step, sync
+    from coil.bench.timing import compile_for, make_step, model_for, sync
 
     torch.manual_seed(0)
     result = {"case": case_name, "backend": backend, "status": "ok"}
@@ -115,11 +114,9 @@ def compile_one(case_name: str, backend: str, device: str, size: str) -> dict:
 
         before = len(coil.compiled_graphs())
         probes = _CoilProbes().install()
-        compiled = torch.compile(built.fn, backend="coil")
-    else:
-        compiled = torch.compile(built.fn)
-    step = _make_step(compiled, built, device)
+    module = model_for(backend, built)
     try:
+        step = make_step(compile_for(backend, module), module, built, device)
         start = time.perf_counter()
         step()
         sync(device)
@@ -146,9 +143,12 @@ def compile_one(case_name: str, backend: str, device: str, size: str) -> dict:
         phases["load"] = max(0.0, probes.t["load"] - probes.t["build"])
         result["phases"] = phases
         result["build_cache_hits"] = f"{sum(probes.builds)}/{len(probes.builds)}"
-        if any(r.eager_fallback for r in records):
+        failed = sum(r.eager_fallback for r in records)
+        if failed:
+            result["eager_graphs"] = f"{failed}/{len(records)}"
+        if not records or failed == len(records):
             result["status"] = "could not run"
-            result["reason"] = "a graph fell back to eager"
+            result["reason"] = "no graph ran through coil"
     else:
         raw = _inductor_times()
         result["raw_phases"] = raw
@@ -166,11 +166,18 @@ def child_main(case_name: str, backend: str, device: str, size: str) -> None:
     print(MARK + json.dumps(result), flush=True)
 
 
+def cache_env(root: str) -> dict:
+    """The cache folders of one backend's cold/warm pair, under root."""
+    return {
+        "COIL_CACHE_DIR": os.path.join(root, "coil"),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+        "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+    }
+
+
 def _run_child(case_name, backend, device, size, cache_root, timeout_s) -> dict:
     env = dict(os.environ)
-    env["COIL_CACHE_DIR"] = os.path.join(cache_root, "coil")
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_root, "inductor")
-    env["TRITON_CACHE_DIR"] = os.path.join(cache_root, "triton")
+    env.update(cache_env(cache_root))
     env.pop("COIL_DEBUG", None)
     env.pop("COIL_DEBUG_DIR", None)
     cmd = [
@@ -207,14 +214,18 @@ def _run_child(case_name, backend, device, size, cache_root, timeout_s) -> dict:
     }
 
 
-def measure(case_name: str, backends, device: str, size: str, timeout_s: float = 900) -> dict:
-    """Cold then warm compile of one case for each backend, each in a fresh process."""
+def measure(
+    case_name: str, backends, device: str, size: str, root: str, timeout_s: float = 900
+) -> dict:
+    """Cold then warm compile of one case for each backend, each in a fresh process; backend B's
+    caches are left under root/B (see cache_env), for the benchmark process to reuse."""
     out = {}
     for backend in backends:
         if backend == "eager":
             continue
-        with tempfile.TemporaryDirectory(prefix=f"coil_bench_{backend}_") as root:
-            cold = _run_child(case_name, backend, device, size, root, timeout_s)
-            warm = _run_child(case_name, backend, device, size, root, timeout_s)
+        folder = os.path.join(root, backend)
+        os.makedirs(folder, exist_ok=True)
+        cold = _run_child(case_name, backend, device, size, folder, timeout_s)
+        warm = _run_child(case_name, backend, device, size, folder, timeout_s)
         out[backend] = {"cold": cold, "warm": warm}
     return out

@@ -1,12 +1,18 @@
-"""Writing a run's results: results.json (everything measured) and results.md (the tables)."""
+"""Writing a run's results: results.json (everything measured) and results.md (the tables); and
+joining the results of runs split by --group or --cases into one report:
+
+    python -m coil.bench.report merge A/results.json B/results.json --out DIR
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
+import sys
 
 import torch
 
@@ -98,6 +104,23 @@ def _gbps(res: dict | None, copy_gbps: float) -> str:
     return f"{res['gbps']:.1f} ({100 * res['gbps'] / copy_gbps:.0f}%)"
 
 
+def _notes(row: dict) -> str:
+    """What a reader must know to read the coil column: graphs that ran eagerly, ATen fallbacks
+    inside coil's graphs, and what of a training step coil compiles."""
+    coil = (row.get("backends") or {}).get("coil") or {}
+    notes = []
+    if coil.get("eager_graphs"):
+        notes.append(f"{coil['eager_graphs']} coil graphs ran eagerly")
+    if coil.get("note"):
+        notes.append(coil["note"])
+    fallback = coil.get("fallback_ops") or []
+    if fallback:
+        shown = ", ".join(op.replace("aten.", "") for op in fallback[:4])
+        more = f" +{len(fallback) - 4}" if len(fallback) > 4 else ""
+        notes.append(f"ATen fallbacks in coil graphs: {shown}{more}")
+    return "; ".join(notes).replace("|", "/") or ""
+
+
 def _kernels(backends: dict) -> str:
     def count(b):
         res = backends.get(b) or {}
@@ -108,29 +131,32 @@ def _kernels(backends: dict) -> str:
 
 def _row(row: dict, copy_gbps: float) -> list[str]:
     name = row["case"]
-    if row["status"] != "ok":
+    copy_gbps = row.get("copy_gbps") or copy_gbps
+    if row["status"] not in ("ok", "eager failed"):
         why = row.get("reason", "")
-        return [name, row.get("desc", "—"), f"{row['status']} ({why})"] + ["—"] * 7
+        return [name, row.get("desc", "—"), f"{row['status']} ({why})"] + ["—"] * 8
     b = row["backends"]
     coil = b.get("coil") or {}
-    coil_ms = _ms(coil)
-    if coil and coil.get("status") != "ok":
-        coil_ms = f"could not run ({coil.get('reason', '')})".replace("|", "/")
-    if b.get("inductor", {}).get("status", "ok") != "ok":
-        ind_ms = f"failed ({b['inductor'].get('reason', '')})".replace("|", "/")
-    else:
-        ind_ms = _ms(b.get("inductor"))
+    cells = {}
+    for backend in ("eager", "inductor", "coil"):
+        res = b.get(backend)
+        if res and res.get("status") != "ok":
+            why = res.get("reason", "")[:160]
+            cells[backend] = f"{res['status']} ({why})".replace("|", "/")
+        else:
+            cells[backend] = _ms(res)
     return [
         name,
         row.get("desc", ""),
-        _ms(b.get("eager")),
-        ind_ms,
-        coil_ms,
+        cells["eager"],
+        cells["inductor"],
+        cells["coil"],
         _ratio(coil, b.get("eager")),
         _ratio(coil, b.get("inductor")),
         _gbps(coil, copy_gbps),
         _kernels(b),
         _correct(b),
+        _notes(row),
     ]
 
 
@@ -145,6 +171,7 @@ HEADER = [
     "coil GB/s (% of copy)",
     "kernels coil/inductor",
     "correct",
+    "notes",
 ]
 
 
@@ -194,7 +221,12 @@ def _compile_rows(results: dict) -> list[list[str]]:
                 [
                     row["case"],
                     backend,
-                    f"{first:.2f}" if first is not None else "—",
+                    (
+                        f"{first:.2f}"
+                        + (" (empty caches)" if row.get("first_call_caches") == "empty" else "")
+                        if first is not None
+                        else "—"
+                    ),
                     fmt(cold),
                     fmt(warm),
                     phases,
@@ -203,31 +235,87 @@ def _compile_rows(results: dict) -> list[list[str]]:
     return rows
 
 
-def markdown(results: dict) -> str:
+def _geomeans(rows: list[dict]) -> str:
+    """Geometric means of the speedups over the cases where all three ran and matched eager."""
+    groups = {"all": [], "micro": [], "models": []}
+    for row in rows:
+        b = row.get("backends") or {}
+        if not all((b.get(k) or {}).get("median_ms") for k in ("eager", "inductor", "coil")):
+            continue
+        if b["coil"].get("correct") is False:
+            continue
+        coil = b["coil"]["median_ms"]
+        ratios = (b["eager"]["median_ms"] / coil, b["inductor"]["median_ms"] / coil)
+        groups["all"].append(ratios)
+        groups["micro" if row.get("kind") == "micro" else "models"].append(ratios)
+    if not groups["all"]:
+        return ""
+
+    def gm(pairs, i):
+        return math.exp(sum(math.log(p[i]) for p in pairs) / len(pairs))
+
+    parts = [
+        f"{name} ({len(pairs)} cases): coil/eager {gm(pairs, 0):.2f}x, coil/inductor "
+        f"{gm(pairs, 1):.2f}x"
+        for name, pairs in groups.items()
+        if pairs
+    ]
+    return (
+        "Geometric mean of the speedups over the cases where all three ran and coil matched "
+        "eager: " + "; ".join(parts) + "."
+    )
+
+
+def _header(results: dict) -> list[str]:
+    """Date, command(s), machine, versions, load and copy bandwidth of a run, or of each part of a
+    merged run."""
     env = results["environment"]
-    copy = results["copy_bandwidth"]
-    out = [f"Date: {env['date']}. Command: `{env['command']}`", ""]
+    parts = results.get("parts") or [
+        {
+            "date": env["date"],
+            "command": env["command"],
+            "loadavg": env.get("loadavg"),
+            "loadavg_end": env.get("loadavg_end"),
+            "copy_bandwidth": results["copy_bandwidth"],
+            "wall_s": results.get("wall_s"),
+        }
+    ]
+    out = []
+    for part in parts:
+        line = f"Date: {part['date']}. Command: `{part['command']}`"
+        if part.get("wall_s"):
+            line += f" (took {part['wall_s'] / 60:.1f} min)"
+        out.append(line + ".")
+        load = part.get("loadavg")
+        if load:
+            end = part.get("loadavg_end")
+            out.append(
+                f"Load average (1/5/15 min) at the start: {load}"
+                + (f"; at the end: {end}." if end else ".")
+            )
+        copy = part.get("copy_bandwidth") or {}
+        out.append(
+            f"Copy bandwidth (dst.copy_(src), bytes read + written, same run): "
+            f"**{copy['gbps']:.1f} GB/s**."
+            if copy.get("bytes")
+            else "Copy bandwidth: not measured."
+        )
+        out.append("")
     versions = (
-        f"torch {env['torch']}, transformers {env['transformers']}, torchvision "
-        f"{env['torchvision']}, timm {env['timm']}, Python {env['python']}"
+        f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"
+        + (f", Triton {env['triton']}" if env.get("device") == "cuda" else "")
     )
     if env["device"] == "cuda":
         machine = f"{env.get('gpu', 'GPU')} (CUDA {env.get('cuda')})"
     else:
         machine = f"{env['cpu']}, {env['threads']} threads ({env['cpus']} CPUs)"
-    out.append(f"Machine: {machine}. Versions: {versions}.")
-    if "loadavg" in env:
-        out.append(f"Load average at the start: {env['loadavg']}.")
-    out += [
-        "",
-        (
-            f"Copy bandwidth (dst.copy_(src), bytes read + written, same run): "
-            f"**{copy['gbps']:.1f} GB/s**."
-            if copy.get("bytes")
-            else "Copy bandwidth: not measured."
-        ),
-        "",
-    ]
+    out += [f"Machine: {machine}. Versions: {versions}.", ""]
+    return out
+
+
+def markdown(results: dict) -> str:
+    copy = results["copy_bandwidth"]
+    out = _header(results)
     out.append(
         f"Times are medians of interleaved repetitions (round robin, order rotated) after the "
         f"compiling call and {results['settings']['warmup']} warm-up call(s) (1 warm-up and at "
@@ -238,16 +326,21 @@ def markdown(results: dict) -> str:
     )
     out.append("")
     out.append(_table(HEADER, [_row(r, copy["gbps"]) for r in results["cases"]]))
+    summary = _geomeans(results["cases"])
+    if summary:
+        out += ["", summary]
     out += [
         "",
         (
-            "Compile time, seconds. In-process: the first call in the benchmark process "
-            "(warm imports, shared caches). Cold: a fresh process with empty caches; warm: the "
-            "same again with the caches the cold run left. Each: first call (compile + one "
-            "run) and the whole process's wall time. Phases from the cold run; coil's from its "
-            "own timers (rest = Dynamo + AOTAutograd + first run), Inductor's from "
-            "torch._dynamo.utils.compile_times() (nested: aot contains Inductor's phases, load "
-            "contains build)."
+            "Compile time, seconds. Cold: a fresh process with empty caches (coil's, "
+            "Inductor's and Triton's); warm: the same again with the caches the cold run left. "
+            "Each: first call (Dynamo + AOTAutograd + compile + one run) and, in parentheses, the "
+            "whole process's wall time (imports included). In-process: the first call in the "
+            "benchmark process, whose imports are warm, on the caches the warm run left (marked "
+            "where it ran on empty caches: cases without cold/warm runs). Phases from the cold "
+            "run; coil's from its own timers (rest = Dynamo + AOTAutograd + first run), "
+            "Inductor's from torch._dynamo.utils.compile_times() (nested: aot contains "
+            "Inductor's phases, load contains build)."
         ),
         "",
     ]
@@ -275,3 +368,109 @@ def markdown(results: dict) -> str:
 def write_markdown(path: str, results: dict) -> None:
     with open(path, "w") as f:
         f.write(markdown(results))
+
+
+# --------------------------------------------------------------------------------------------
+# merging split runs
+# --------------------------------------------------------------------------------------------
+
+
+def _measured(row: dict) -> bool:
+    return row.get("status") in ("ok", "eager failed") and bool(row.get("backends"))
+
+
+def _merge_rows(old: dict | None, new: dict) -> dict:
+    """A case found in two parts: the timed row wins over one that was not timed (a
+    --compile-time only run, or a case left by --time-limit), else the later one; compile times
+    come from whichever part measured them (the later, if both)."""
+    if old is None:
+        return new
+    if _measured(old) and not _measured(new):
+        old, new = new, old
+    merged = dict(new)
+    if "compile_time" not in merged and "compile_time" in old:
+        merged["compile_time"] = old["compile_time"]
+        merged["first_call_caches"] = merged.get("first_call_caches", "empty")
+    elif "compile_time" in merged and not _measured(merged) and _measured(old):
+        ct = merged["compile_time"]
+        merged = dict(old, compile_time=ct)
+    return merged
+
+
+def merge(parts: list[dict]) -> dict:
+    """One report from runs of different cases (the same device): cases in the registry's order
+    (a case present twice: the later file's), each part's command, date, load and copy bandwidth
+    kept; a row's bandwidth percentage stays relative to its own run's copy bandwidth."""
+    from coil.bench.cases import CASES
+
+    if not parts:
+        raise ValueError("nothing to merge")
+    devices = {p["environment"]["device"] for p in parts}
+    if len(devices) > 1:
+        raise ValueError(f"cannot merge runs of different devices: {sorted(devices)}")
+    rows = {}
+    for p in parts:
+        for row in p["cases"]:
+            row.setdefault("copy_gbps", p["copy_bandwidth"].get("gbps"))
+            rows[row["case"]] = _merge_rows(rows.get(row["case"]), row)
+    order = {c.name: i for i, c in enumerate(CASES)}
+    merged_parts = []
+    for p in parts:
+        merged_parts.extend(
+            p.get("parts")
+            or [
+                {
+                    "date": p["environment"]["date"],
+                    "command": p["environment"]["command"],
+                    "loadavg": p["environment"].get("loadavg"),
+                    "loadavg_end": p["environment"].get("loadavg_end"),
+                    "copy_bandwidth": p["copy_bandwidth"],
+                    "wall_s": p.get("wall_s"),
+                }
+            ]
+        )
+    return {
+        "environment": parts[0]["environment"],
+        "settings": parts[0]["settings"],
+        "copy_bandwidth": parts[0]["copy_bandwidth"],
+        "parts": merged_parts,
+        "wall_s": sum(p.get("wall_s") or 0.0 for p in parts),
+        "cases": sorted(rows.values(), key=lambda r: order.get(r["case"], len(order))),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from coil.bench.suite import write_outputs
+
+    p = argparse.ArgumentParser(prog="python -m coil.bench.report")
+    sub = p.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("merge", help="join results.json files of split runs into one report")
+    m.add_argument("inputs", nargs="+", help="results.json files (or the folders holding them)")
+    m.add_argument("--out", required=True)
+    m.add_argument("--no-plots", action="store_true")
+    r = sub.add_parser("render", help="rewrite results.md and the plots from a results.json")
+    r.add_argument("input")
+    r.add_argument("--out", required=True)
+    r.add_argument("--no-plots", action="store_true")
+    args = p.parse_args(argv)
+
+    def load(path):
+        if os.path.isdir(path):
+            path = os.path.join(path, "results.json")
+        with open(path) as f:
+            return json.load(f)
+
+    if args.command == "merge":
+        results = merge([load(path) for path in args.inputs])
+    else:
+        results = load(args.input)
+    paths = write_outputs(results, args.out, with_plots=not args.no_plots)
+    print(markdown(results))
+    print("wrote " + ", ".join(paths.values()), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,6 +11,7 @@ launches) counts only where the host is slower than the GPU, the same for every 
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import statistics
 import sys
@@ -124,8 +125,29 @@ def copy_bandwidth(device: str, reps: int = 20) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def _make_step(compiled, built: Built, device: str):
-    """A zero-argument callable running one call (inference) or one training step."""
+LEARNING_RATE = 1e-4  # SGD, for the optimizer step of a training step
+
+
+def model_for(backend: str, built: Built):
+    """The module or function a backend compiles. A training step updates the parameters, so each
+    backend trains its own copy, and all start from the same weights (the first step's loss and
+    gradients are compared with eager's)."""
+    if built.train and isinstance(built.fn, torch.nn.Module):
+        return copy.deepcopy(built.fn)
+    return built.fn
+
+
+def loss_target(out: torch.Tensor) -> torch.Tensor:
+    """The regression target of a training step's loss: N(0, 1) noise of the output's shape, the
+    same for every backend (its own generator, a fixed seed)."""
+    gen = torch.Generator().manual_seed(1234)
+    return torch.randn(out.shape, generator=gen).to(out.device)
+
+
+def make_step(compiled, module, built: Built, device: str):
+    """A zero-argument callable running one call (inference) or one training step: forward,
+    loss = mean((output - target)**2), backward, optimizer step (SGD, run eagerly for every
+    backend)."""
     inputs = built.inputs
     if not built.train:
 
@@ -134,11 +156,12 @@ def _make_step(compiled, built: Built, device: str):
                 return compiled(*inputs)
 
         return infer
-    params = [p for p in built.fn.parameters() if p.requires_grad]
+    params = [p for p in module.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=LEARNING_RATE)
+    target = []  # made on the first call, once the output's shape is known
 
     def train_step():
-        for p in params:
-            p.grad = None
+        optimizer.zero_grad(set_to_none=True)
         ctx = (
             torch.autocast("cuda", dtype=torch.bfloat16)
             if built.autocast
@@ -146,12 +169,16 @@ def _make_step(compiled, built: Built, device: str):
         )
         with ctx:
             out = compiled(*inputs)
-        # squared: a plain mean of a LayerNorm'd output is close to 0, which would make the
-        # loss a badly conditioned thing to compare against eager
-        loss = out.float().square().mean()
+        if not target:
+            target.append(loss_target(out))
+        # mean squared error against a fixed random target: mean(out**2) of a LayerNorm'd output
+        # is ~1 whatever comes before the norm, so every gradient upstream of the last norm would
+        # be rounding noise (and a plain mean is near 0); the target makes all of them real
+        loss = (out.float() - target[0]).square().mean()
         loss.backward()
-        # the loss and a few gradients, to check against eager
+        # the loss and a few gradients, to check against eager (before the update)
         grads = [p.grad.detach().clone() for p in params[-3:] if p.grad is not None]
+        optimizer.step()
         return [loss.detach(), *grads]
 
     return train_step
@@ -191,12 +218,12 @@ def _reason(exc: BaseException) -> str:
     return text[:300]
 
 
-def _compile(backend: str, built: Built):
+def compile_for(backend: str, fn):
     if backend == "eager":
-        return built.fn
+        return fn
     if backend == "inductor":
-        return torch.compile(built.fn)
-    return torch.compile(built.fn, backend="coil")
+        return torch.compile(fn)
+    return torch.compile(fn, backend="coil")
 
 
 def _first_call(backend: str, step, device: str, result: dict) -> object:
@@ -232,15 +259,22 @@ def _first_call(backend: str, step, device: str, result: dict) -> object:
             for k, v in r.seconds.items():
                 result["coil_seconds"][k] = result["coil_seconds"].get(k, 0.0) + v
         failed = [r for r in records if r.eager_fallback]
+        msgs = [str(w.message) for w in caught if type(w.message).__name__ == "CoilWarning"]
         if failed:
-            msgs = [str(w.message) for w in caught if type(w.message).__name__ == "CoilWarning"]
             why = msgs[0] if msgs else f"graph {failed[0].graph_id} fell back to eager"
+            result["eager_graphs"] = f"{len(failed)}/{len(records)}"
+            result["eager_reason"] = why[:400]
+        if records and len(failed) == len(records):
             result["status"] = "could not run"
-            result["reason"] = f"{len(failed)}/{len(records)} graphs ran eagerly; {why}"[:400]
+            result["reason"] = f"every graph ({len(records)}) ran eagerly; {why}"[:400]
         elif not records:
             result["status"] = "could not run"
             result["reason"] = "coil was handed no graph"
     return out
+
+
+def _fail(res: dict, status: str, exc: BaseException) -> None:
+    res.update(status=status, reason=_reason(exc), traceback=traceback.format_exc(limit=8))
 
 
 def run_case(
@@ -254,7 +288,9 @@ def run_case(
     warmup: int,
     progress: Progress | None = None,
 ) -> dict:
-    """Builds, compiles, checks and times one case; never raises."""
+    """Builds, compiles, checks and times one case; never raises. A backend that raises (while
+    compiling, in its first call, or later) or whose output differs from eager's is reported as
+    such in its result, and the others go on."""
     row = {
         "case": case.name,
         "kind": case.kind,
@@ -283,21 +319,36 @@ def run_case(
             progress.label(f"{case.name}: compile {backend}")
         res = {"status": "ok"}
         results[backend] = res
+        if backend != "eager" and expected is None:
+            res.update(status="not run", reason="eager failed: nothing to check against")
+            continue
         try:
-            step = _make_step(_compile(backend, built), built, device)
+            module = model_for(backend, built)
+            step = make_step(compile_for(backend, module), module, built, device)
             out = _first_call(backend, step, device, res)
         except Exception as e:  # noqa: BLE001
-            res.update(status="failed" if backend != "coil" else "could not run", reason=_reason(e))
-            res["traceback"] = traceback.format_exc(limit=6)
+            _fail(res, "failed" if backend != "coil" else "could not run", e)
             continue
         if backend == "eager":
             expected = out
-        elif expected is not None:
-            ok, msg = _compare(out, expected, built)
+        else:
+            try:
+                ok, msg = _compare(out, expected, built)
+            except Exception as e:  # noqa: BLE001
+                ok, msg = False, f"comparing with eager raised {_reason(e)}"
             res["correct"] = ok
             res["check"] = msg
         if res["status"] == "ok":
             steps[backend] = step
+        if built.train and backend == "coil":
+            from coil import config as coil_config
+
+            res["note"] = (
+                "forward and backward compiled by coil; optimizer step eager"
+                if coil_config.options.compile_backward
+                else "forward compiled by coil; backward and optimizer step eager"
+            )
+    row["status"] = "ok" if "eager" in steps else "eager failed"
 
     # warm-up (excluded), then an estimate of one call to size the repetitions; a case whose eager
     # call takes over half a second (a model on a small CPU) gets one warm-up call and 3 reps
@@ -315,7 +366,7 @@ def run_case(
             )
             estimate += one * calls[backend]
         except Exception as e:  # noqa: BLE001
-            results[backend].update(status="failed", reason=_reason(e))
+            _fail(results[backend], "failed", e)
             del steps[backend]
     reps = int(min(max_reps, max(min_reps, reps_budget_s / max(estimate, 1e-6))))
     times = {b: [] for b in steps}
@@ -325,9 +376,17 @@ def run_case(
     for rep in range(reps):
         k = rep % max(len(order), 1)
         for backend in order[k:] + order[:k]:
-            times[backend].append(time_call(steps[backend], device, calls[backend]))
+            if backend not in steps:
+                continue
+            try:
+                times[backend].append(time_call(steps[backend], device, calls[backend]))
+            except Exception as e:  # noqa: BLE001
+                _fail(results[backend], "failed", e)
+                del steps[backend]
     for backend, ts in times.items():
         res = results[backend]
+        if res["status"] != "ok" or not ts:
+            continue
         res["reps"] = len(ts)
         res["calls_per_rep"] = calls[backend]
         res["median_ms"] = statistics.median(ts) * 1e3
@@ -337,4 +396,6 @@ def run_case(
     row["backends"] = results
     row["warmup"] = warmup
     del steps, built
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return row
