@@ -371,3 +371,20 @@ def test_recompile_on_new_dtype():
     assert graph_count() >= 3
     if BACKEND == "coil":
         assert not any(r.eager_fallback for r in coil_records())
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_batch_norm_inference_is_lowered(affine, dtype):
+    # Eval-mode batch norm is one pointwise expression per channel: lowered (fused with the ReLU),
+    # not an ATen fallback.
+    bn = _randomize_(nn.BatchNorm2d(6, affine=affine)).eval().to(dtype)
+    with torch.no_grad():
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        check(lambda x: F.relu(bn(x)), make_tensor((2, 6, 5, 7), dtype=dtype),
+              **({} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}))
+    if BACKEND == "coil":
+        ops = {op for r in coil_records() for op in r.fallback_ops}
+        assert not any("batch_norm" in op for op in ops), ops
+        assert sum(len(r.kernel_names) for r in coil_records()) == 1
