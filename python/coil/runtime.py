@@ -14,7 +14,16 @@ from coil import _C, config
 # Fast paths for what every generated call() does many times (about 1 us each instead of 2-3):
 # views of buffers and allocations on the current device. Older torch versions lack them.
 _guards = getattr(torch._C._dynamo, "guards", None)
-reinterpret_tensor = getattr(_guards, "_reinterpret_tensor", None) or torch.as_strided
+_reinterpret = getattr(_guards, "_reinterpret_tensor", None)
+
+
+def _reinterpret_tensor(t, size, stride, offset_increment):
+    return torch.as_strided(t, size, stride, t.storage_offset() + offset_increment)
+
+
+# reinterpret_tensor(t, size, stride, k): a view of t's storage starting k elements after t's own
+# storage offset (generated code passes offsets relative to each buffer's layout offset).
+reinterpret_tensor = _reinterpret or _reinterpret_tensor
 _empty_cpu = getattr(_guards, "_empty_strided_cpu", None)
 _empty_cuda = getattr(_guards, "_empty_strided_cuda", None)
 

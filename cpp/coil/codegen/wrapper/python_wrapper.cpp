@@ -51,8 +51,10 @@ std::string view_text(const ir::Program& prog, const ir::TensorRef& ref) {
   if (ref.sizes == b.layout.sizes && ref.strides == b.layout.strides &&
       ref.offset == b.layout.offset)
     return ref.buffer;
+  // reinterpret_tensor's offset is an increment over the tensor's own storage offset (unlike
+  // as_strided's): relative to the buffer's layout offset, as kernels index their pointers.
   return "reinterpret_tensor(" + ref.buffer + ", " + tuple_text(ref.sizes) + ", " +
-         tuple_text(ref.strides) + ", " + sym::to_python(ref.offset) + ")";
+         tuple_text(ref.strides) + ", " + sym::to_python(ref.offset - b.layout.offset) + ")";
 }
 
 std::string op_text(const std::string& target) {
