@@ -56,7 +56,7 @@ def test_smoke_run_writes_results(smoke_run):
     assert "backward" in rows["attention_train"]["backends"]["coil"]["note"]
     table = (out / "results.md").read_text()
     assert "| pointwise_chain |" in table and "coil/eager speedup" in table
-    assert "backward and optimizer step eager" in table
+    assert "forward and backward compiled by coil; optimizer step eager" in table
 
 
 def test_training_step_updates_each_backends_own_copy():
