@@ -8,6 +8,10 @@ COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, 
 COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
                         Triton's interpreter; needs TRITON_INTERPRET=1; slow, for testing).
                         Graphs on CUDA devices always get Triton kernels.
+COIL_ALLOW_FALLBACK=0   a graph that needs an ATen fallback op (an op coil does not lower, run
+                        through torch) is not compiled: it runs eagerly with a CoilWarning, as any
+                        graph coil cannot compile. Extern calls (mm, conv) are still allowed.
+                        Used to measure what coil lowers itself (python -m coil.coverage).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Options:
     compiler: str = "g++"
     inject_build_failure: bool = False  # testing only: break the generated source
     cpu_backend: str = "cpp"  # "cpp" or "triton": kernels for graphs on the CPU
+    allow_fallback: bool = True  # False: graphs needing ATen fallback ops run eagerly instead
 
 
 def _from_env() -> Options:
@@ -51,6 +56,8 @@ def _from_env() -> Options:
     opts.logs = frozenset(x.strip() for x in logs.split(",") if x.strip())
     if os.environ.get("COIL_CPU_BACKEND"):
         opts.cpu_backend = os.environ["COIL_CPU_BACKEND"]
+    if os.environ.get("COIL_ALLOW_FALLBACK", "1") in ("0", "false", "False"):
+        opts.allow_fallback = False
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     return opts
