@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -14,6 +15,8 @@ from coil.coverage.report import (
     kept_tail,
     read_expected,
     render_report,
+    results_from_json,
+    results_to_json,
     summarize,
     write_expected,
 )
@@ -57,6 +60,10 @@ def main(argv=None) -> int:
         default=_default_hints(),
         help="expected-failure file: its cases are compiled alone (speed only)",
     )
+    parser.add_argument("--json", default=None, help="also save the raw results here")
+    parser.add_argument(
+        "--from-json", default=None, help="re-render --out from saved results; runs nothing"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failing case")
     args = parser.parse_args(argv)
     backends = args.backends.split(",")
@@ -65,6 +72,12 @@ def main(argv=None) -> int:
     only = frozenset(args.ops.split(",")) if args.ops else None
     hints = frozenset(read_expected(args.hints)) if args.hints else frozenset()
     command = "python -m coil.coverage " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    if args.from_json:
+        with open(args.from_json) as f:
+            results, command, seconds = results_from_json(json.load(f))
+        _write_report(args.out, results, command, seconds)
+        return 0
 
     def progress(mode: str, o) -> None:
         if args.verbose and o.status == "fail":
@@ -99,12 +112,21 @@ def main(argv=None) -> int:
     if args.write_expected and "coil" in results and "normal" in results["coil"]:
         write_expected(args.write_expected, [results["coil"]["normal"]], EXPECTED_HEADER)
         print(f"wrote {args.write_expected}")
-    if args.out and all("normal" in ms for ms in results.values()):
-        text = render_report(results, command, seconds) + kept_tail(args.out)
-        with open(args.out, "w") as f:
-            f.write(text)
-        print(f"wrote {args.out}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results_to_json(results, command, seconds), f)
+    if "normal" in modes:
+        _write_report(args.out, results, command, seconds)
     return 0
+
+
+def _write_report(path, results: dict, command: str, seconds: float) -> None:
+    if not path:
+        return
+    text = render_report(results, command, seconds) + kept_tail(path)
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
