@@ -309,6 +309,10 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
         op = rng.choice(REDUCE)
         if a.dtype == torch.bool and op in ("amax", "amin", "argmax"):
             return None
+        if not a.dtype.is_floating_point and op in ("mean", "var", "softmax", "log_softmax"):
+            # Eager raises for these, except on an empty tensor, where it returns one and
+            # Dynamo's fake tensors raise (seeds 3251, 3480): not a coil question.
+            return None
         if op == "argmax" and a.dtype == torch.bfloat16:
             return None  # eager's bf16 argmax tie-breaking differs from float comparisons
         params = {"dim": rng.randrange(a.dim()), "keepdim": rng.random() < 0.5}
