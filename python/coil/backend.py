@@ -34,6 +34,7 @@ class CompiledGraph:
     extern_ops: list = dataclasses.field(default_factory=list)
     debug_dir: str | None = None
     eager_fallback: bool = False
+    eager_reason: str = ""  # why the graph runs eagerly (when eager_fallback)
     seconds: dict = dataclasses.field(default_factory=dict)
 
 
@@ -118,6 +119,10 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         record.fallback_ops = list(result["fallback_ops"])
         record.extern_ops = list(result["extern_ops"])
         record.seconds = dict(result["seconds"])
+        if record.fallback_ops and not opts.allow_fallback:
+            ops = ", ".join(sorted(set(record.fallback_ops)))
+            why = f"ATen fallback ops not allowed (allow_fallback=False): {ops}"
+            return _eager(gm, record, why, record.debug_dir)
         path = os.path.join(record.debug_dir, "output_code.py") if record.debug_dir else None
         module = runtime.load_module(result["output_code"], f"coil_graph_{record.graph_id}", path)
     except Exception as e:  # noqa: BLE001 - any failure must leave the user's program running
@@ -147,6 +152,7 @@ def _failure_dir(graph_json: str, record: CompiledGraph) -> str | None:
 
 def _eager(gm, record: CompiledGraph, why: str, folder: str | None):
     record.eager_fallback = True
+    record.eager_reason = why
     where = f" Debug folder: {folder}" if folder else " Set COIL_DEBUG=1 to keep the graph's artifacts."
     warnings.warn(f"coil: graph {record.graph_id} runs eagerly ({why}).{where}", CoilWarning, stacklevel=2)
     return make_boxed_func(gm.forward)

@@ -11,6 +11,10 @@ COIL_CHANNELS_LAST=1    GPU graphs with bf16/fp16 convolutions keep 4-D tensors 
 COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
                         Triton's interpreter; needs TRITON_INTERPRET=1; slow, for testing).
                         Graphs on CUDA devices always get Triton kernels.
+COIL_ALLOW_FALLBACK=0   a graph that needs an ATen fallback op (an op coil does not lower, run
+                        through torch) is not compiled: it runs eagerly with a CoilWarning, as any
+                        graph coil cannot compile. Extern calls (mm, conv) are still allowed.
+                        Used to measure what coil lowers itself (python -m coil.coverage).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Options:
     cpu_backend: str = "cpp"  # "cpp" or "triton": kernels for graphs on the CPU
     compile_backward: bool = True  # False: AOTAutograd's backward graphs run eagerly
     channels_last: bool = False  # GPU bf16/fp16 convolution graphs in NHWC (experimental)
+    allow_fallback: bool = True  # False: graphs needing ATen fallback ops run eagerly instead
 
 
 def _from_env() -> Options:
@@ -60,6 +65,8 @@ def _from_env() -> Options:
         opts.compile_backward = False
     if os.environ.get("COIL_CHANNELS_LAST", "0") not in ("0", ""):
         opts.channels_last = True
+    if os.environ.get("COIL_ALLOW_FALLBACK", "1") in ("0", "false", "False"):
+        opts.allow_fallback = False
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     return opts

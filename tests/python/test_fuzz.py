@@ -32,3 +32,40 @@ def test_random_programs_match_eager(block, tmp_path):
         f"fuzz seeds {FIRST_SEED + block * per_block}..{FIRST_SEED + (block + 1) * per_block - 1}"
     )
     assert not failures, "\n\n".join(failures)
+
+
+# Regressions found by the fuzzer. Each compiles a small program and requires that coil built it
+# (no eager fallback) and matches eager.
+
+def _check_coil(fn, *inputs):
+    import warnings
+
+    import torch
+
+    coil = requires_coil()
+    expected = fn(*[t.clone() for t in inputs])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", coil.CoilWarning)
+        actual = torch.compile(fn, backend="coil", dynamic=False)(*inputs)
+    assert not any(r.eager_fallback for r in coil.compiled_graphs())
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["flatten", "unsqueeze", "reshape", "transpose_flatten", "softmax_empty_dim", "cat"],
+)
+def test_size0_views_and_softmax(name):
+    # Seeds 1018 and 1025: reshape of a tensor with a size-0 dim divided by zero in its index
+    # arithmetic (coil ran the graph eagerly); so did a softmax over an empty dim.
+    import torch
+
+    fns = {
+        "flatten": lambda a: a.flatten() + 1,
+        "unsqueeze": lambda a: a.unsqueeze(0).flatten(1) * 2,
+        "reshape": lambda a: a.reshape(3, 0) * 2,
+        "transpose_flatten": lambda a: a.t().flatten() + 1,
+        "softmax_empty_dim": lambda a: torch.softmax(a, 0),
+        "cat": lambda a: torch.cat([a.flatten(), a.flatten()]) + a.sum(),
+    }
+    _check_coil(fns[name], torch.randn(0, 3))

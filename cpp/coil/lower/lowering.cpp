@@ -387,6 +387,28 @@ void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
   if (store) box = realize(box);
 }
 
+namespace {
+
+bool all_outputs_empty(const graph::Node& n) {
+  if (n.meta.empty()) return false;
+  for (const graph::TensorMeta& m : n.meta) {
+    if (m.numel() != Expr(0)) return false;
+  }
+  return true;
+}
+
+std::vector<TensorBox> empty_outputs(const graph::Node& n) {
+  std::vector<TensorBox> out;
+  for (const graph::TensorMeta& m : n.meta) {
+    Value zero =
+        graph::is_floating(m.dtype) ? ir::constant(0.0, m.dtype) : ir::int_constant(0, m.dtype);
+    out.push_back(TensorBox{m.dtype, m.device, m.sizes, zero, {}});
+  }
+  return out;
+}
+
+}  // namespace
+
 void Lowering::lower_node(const graph::Node& n) {
   current_ = &n;
   prog_.node_targets[n.name] = n.target;
@@ -407,7 +429,12 @@ void Lowering::lower_node(const graph::Node& n) {
   auto it = reg.find(n.target);
   std::vector<TensorBox> out;
   bool lowered = false;
-  if (it != reg.end()) {
+  if (all_outputs_empty(n)) {
+    // Nothing to compute, and index arithmetic over a size-0 dim would divide by zero (reshape
+    // delinearizes by the sizes): every output is a zero-element constant.
+    out = empty_outputs(n);
+    lowered = true;
+  } else if (it != reg.end()) {
     out = it->second(*this, n);
     lowered = !out.empty() || n.meta.empty();
   }

@@ -111,6 +111,25 @@ TEST(Lowering, SoftmaxIsTwoReductionsAndAPointwise) {
             "outputs: buf2[8, 32]\n");
 }
 
+// Found by the fuzzer (size-0 dims): reshape of a (0, 3) tensor delinearized its flat index by
+// the sizes and divided by zero; a softmax over the empty dim did the same in fusion. A node whose
+// outputs are all empty now lowers to a zero-element constant and reads nothing.
+TEST(Lowering, NodeWithOnlyEmptyOutputsComputesNothing) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({0, 3}));
+  Arg v = b.call("view", "aten.view.default", {x, ints({3, 0})}, contiguous({3, 0}));
+  Arg s = b.call("softmax", "aten._softmax.default", {x, test::iarg(0), Arg::boolean(false)},
+                 contiguous({0, 3}));
+  Arg u = b.call("my_unknown_op", "aten.my_unknown_op.default", {x}, contiguous({0, 3}));
+  ir::Program p = lower_graph(b.finish({v, s, u}));
+  EXPECT_TRUE(p.externs.empty()) << p.to_text();
+  for (const ir::Buffer& buf : p.buffers) {
+    if (buf.kind != ir::Buffer::Kind::Computed) continue;
+    EXPECT_FALSE(buf.is_reduction()) << p.to_text();
+    EXPECT_TRUE(ir::loaded_buffers(buf.body).empty()) << p.to_text();
+  }
+}
+
 TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 8}));

@@ -1,0 +1,5 @@
+import sys
+
+from coil.coverage.cli import main
+
+sys.exit(main())
