@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import re
 import warnings
 
@@ -165,7 +166,11 @@ def _clone_tree(x):
 def prepare(op, dtype: torch.dtype) -> Case | None:
     """The case's samples with eager's results; None when no sample runs eagerly."""
     name = op_name(op)
+    # Some sample generators draw from Python's random (hinge_embedding_loss's margin) or
+    # numpy's: seed all three so a case is the same on every machine and every run.
     torch.manual_seed(0)
+    random.seed(0)
+    _seed_numpy()
     every = op.name in INDEXING_OPS or _is_reduction(op)
     case = Case(name, dtype, op)
     case.atol, case.rtol = _tolerance_overrides(op, dtype)
@@ -192,6 +197,14 @@ def prepare(op, dtype: torch.dtype) -> Case | None:
         except Exception:  # noqa: BLE001, S110 - a sample generator that raises: no samples
             pass
     return case if case.samples else None
+
+
+def _seed_numpy() -> None:
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    np.random.seed(0)
 
 
 def _is_reduction(op) -> bool:
