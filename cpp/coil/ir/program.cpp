@@ -153,8 +153,9 @@ std::string Program::to_text() const {
         continue;
       case Buffer::Kind::Extern: {
         const ExternCall& e = externs[b.extern_id];
-        out << "  (" << (e.is_fallback ? "fallback " : "extern ") << e.op << " from " << e.origin
-            << ")\n";
+        out << "  (" << (e.is_fallback ? "fallback " : "extern ") << e.op << " from " << e.origin;
+        for (const std::string& m : e.mutates) out << ", writes into " << m;
+        out << ")\n";
         continue;
       }
       case Buffer::Kind::Computed:

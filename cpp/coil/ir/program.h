@@ -79,6 +79,10 @@ struct ExternCall {
   // The single output's layout is one coil chose (channels-last convolutions), not the graph's
   // meta: the wrapper checks the library returned it and re-lays the result out otherwise.
   bool requires_output_strides = false;
+  // Buffers the call writes into (copy_ into a graph input: the mutations AOTAutograd leaves in an
+  // inference graph). The call runs after every other reader of them, and neither they nor the
+  // call's result (an alias of them) is ever reused.
+  std::vector<std::string> mutates;
   std::string origin;  // the graph node
 };
 

@@ -56,7 +56,8 @@ void register_creation(Registry& r) {
   for (const char* name :
        {"aten.zeros.default", "aten.zeros_like.default", "aten.new_zeros.default",
         "aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
-        "aten.empty_strided.default"}) {
+        "aten.empty_strided.default", "aten.new_empty_strided.default",
+        "aten.empty_permuted.default"}) {
     // Uninitialized memory may hold anything; zeros is a valid choice and keeps runs reproducible.
     r[name] = constant(0.0);
   }

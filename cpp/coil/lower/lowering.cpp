@@ -375,6 +375,16 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   return out;
 }
 
+std::vector<TensorBox> Lowering::add_input_mutation(const graph::Node& n) {
+  const graph::Arg& dst = n.args.at(0);
+  if (dst.kind != graph::Arg::Kind::Node ||
+      g_.node(dst.node).kind != graph::NodeKind::Placeholder || n.meta.size() != 1)
+    return {};
+  std::vector<TensorBox> out = add_extern(n, /*is_fallback=*/false);
+  prog_.externs.back().mutates.push_back(g_.node(dst.node).name);
+  return out;
+}
+
 void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
   namespace policy = ir::realize_policy;
   if (!box.body || as_strided_view(box)) return;
@@ -571,6 +581,7 @@ const Registry& registry() {
     register_pointwise(r);
     register_reductions(r);
     register_views(r);
+    register_movement(r);
     register_creation(r);
     register_indexing(r);
     register_externs(r);

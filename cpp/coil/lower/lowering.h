@@ -84,6 +84,7 @@ using Registry = std::map<std::string, LowerFn>;
 void register_pointwise(Registry& r);
 void register_reductions(Registry& r);
 void register_views(Registry& r);
+void register_movement(Registry& r);  // after register_views: reuses its lowerings
 void register_creation(Registry& r);
 void register_indexing(Registry& r);
 void register_externs(Registry& r);
@@ -135,6 +136,9 @@ class Lowering {
   // layout the library returns for a single output (else the graph's meta).
   std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback,
                                     const std::vector<Expr>* out_strides = nullptr);
+  // copy_(dst, src) where dst is a graph input: an extern call (Tensor.copy_) that writes src into
+  // the input after every other reader of the input has run. Returns {} when dst is not an input.
+  std::vector<TensorBox> add_input_mutation(const graph::Node& n);
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.
   void replace_value(const graph::Arg& a, TensorBox box);
   // GPU graphs with reduced-precision 2-D convolutions keep 4-D tensors channels-last (NHWC):

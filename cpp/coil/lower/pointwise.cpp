@@ -331,6 +331,24 @@ void register_pointwise(Registry& r) {
         })};
   };
 
+  // elu(x, alpha=1, scale=1, input_scale=1): scale * x for x > 0, else
+  // alpha * scale * expm1(x * input_scale) (selu and celu are elu with particular constants).
+  r["aten.elu.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+    std::vector<const Arg*> inputs = positional(n, 1);
+    Arg one = Arg::floating(1.0);
+    const char* names[] = {"alpha", "scale", "input_scale"};
+    for (size_t i = 0; i < 3; ++i) {
+      const Arg* a = L.arg(n, i + 1, names[i]);
+      inputs.push_back(a && !a->is_none() ? a : &one);
+    }
+    return {make_pointwise(
+        L, n, inputs, compute_dtype_for_output(L, n), [](const std::vector<Value>& v) {
+          Value zero = ir::constant(0.0, v[0].dtype());
+          Value negative = ir::mul(ir::mul(v[1], v[2]), ir::unary(Op::Expm1, ir::mul(v[0], v[3])));
+          return ir::where(ir::binary(Op::Gt, v[0], zero), ir::mul(v[0], v[2]), negative);
+        })};
+  };
+
   r["aten.where.self"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const graph::TensorMeta& m = L.meta(n);
     std::vector<Expr> idx = ir::index_vars(m.rank());

@@ -1,4 +1,5 @@
-// Helpers shared by the lowering files: broadcasting and pointwise box construction.
+// Helpers shared by the lowering files: broadcasting, pointwise box construction, and the index
+// remapping that views are made of (defined in views.cpp).
 #pragma once
 
 #include <functional>
@@ -34,5 +35,20 @@ std::set<std::string> inlined_origins(const Lowering& L,
 
 // Normalizes a possibly negative dim against rank.
 int64_t wrap_dim(int64_t dim, size_t rank);
+
+// ---- views (views.cpp) ----
+// The ranges of index variables v0..v{n-1} over `sizes` (for simplification).
+sym::RangeEnv ranges_for(const std::vector<Expr>& sizes);
+// A box of shape `sizes` whose element v is x's element at old_idx(v) (indices simplified).
+TensorBox remap(const TensorBox& x, std::vector<Expr> sizes, const std::vector<Expr>& old_idx);
+// Row-major reinterpretation of x with new sizes (same numel).
+TensorBox reshape(const TensorBox& x, const std::vector<Expr>& sizes);
+TensorBox slice(const TensorBox& x, size_t dim, Expr start, Expr step,
+                const std::vector<Expr>& out_sizes);
+TensorBox select(const TensorBox& x, size_t dim, Expr index);
+// A static integer argument (throws when it is symbolic).
+int64_t int_of(const Lowering& L, const graph::Arg& a);
+// Masks every load in body with `mask` (loads outside the mask read nothing).
+Value mask_loads(Value body, Value mask);
 
 }  // namespace coil::lower

@@ -2,6 +2,7 @@
 // var/std/var_mean (two-pass: mean first, then the sum of squared deviations, which is
 // numerically stable and fuses into one kernel), softmax and log_softmax.
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "coil/ir/realize_policy.h"
@@ -335,11 +336,214 @@ std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
   return out;
 }
 
+// linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None): the p-norm over dims, in the
+// output's opmath dtype. ord 2 is sqrt(sum(x*x)), 1 sum(|x|), +-inf max/min(|x|), 0 the count of
+// non-zeros, any other p (sum(|x|^p))^(1/p).
+std::vector<TensorBox> lower_vector_norm(Lowering& L, const Node& n) {
+  const TensorBox& x = L.box_of(n, 0);
+  const graph::TensorMeta& m = L.meta(n);
+  const Arg* ord_arg = L.arg(n, 1, "ord");
+  double ord = 2.0;
+  if (ord_arg && !ord_arg->is_none())
+    ord = ord_arg->kind == Arg::Kind::Float ? ord_arg->f : static_cast<double>(ord_arg->i);
+  ReduceSpec spec{reduce_dims(L, L.arg(n, 2, "dim"), x.rank()), flag(L, n, 3, "keepdim")};
+  DType acc = opmath(m.dtype);
+  auto abs = [](Value e, const std::vector<Expr>&) { return ir::unary(Op::Abs, e); };
+  TensorBox r;
+  if (std::isinf(ord)) {
+    r = reduce(L, x, spec, ord > 0 ? ReductionType::Max : ReductionType::Min, acc, acc, abs);
+  } else if (ord == 0.0) {
+    r = reduce(L, x, spec, ReductionType::Sum, acc, acc, [acc](Value e, const std::vector<Expr>&) {
+      return ir::cast(ir::binary(Op::Ne, e, ir::constant(0.0, acc)), acc);
+    });
+  } else if (ord == 1.0) {
+    r = reduce(L, x, spec, ReductionType::Sum, acc, acc, abs);
+  } else if (ord == 2.0) {
+    r = reduce(L, x, spec, ReductionType::Sum, acc, acc,
+               [](Value e, const std::vector<Expr>&) { return ir::mul(e, e); });
+    r.body = ir::unary(Op::Sqrt, r.body);
+  } else {
+    Value p = ir::constant(ord, acc);
+    r = reduce(L, x, spec, ReductionType::Sum, acc, acc, [p](Value e, const std::vector<Expr>&) {
+      return ir::binary(Op::Pow, ir::unary(Op::Abs, e), p);
+    });
+    r.body = ir::binary(Op::Pow, r.body, ir::constant(1.0 / ord, acc));
+  }
+  return {with_dtype(r, m.dtype)};
+}
+
+// Per-channel (dim 1) statistics of batch norm in training: the mean and biased variance over
+// every other dim, as [C] boxes in acc.
+std::pair<TensorBox, TensorBox> channel_stats(Lowering& L, const Node& n, const TensorBox& x) {
+  std::vector<Arg> dims;
+  for (size_t d = 0; d < x.rank(); ++d)
+    if (d != 1) dims.push_back(Arg::integer(static_cast<int64_t>(d)));
+  Arg dim_arg = Arg::list_of(dims);
+  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, 0.0, /*keepdim=*/false);
+  return {mean, var};
+}
+
+// y = (x - mean[c]) * invstd[c] * weight[c] + bias[c], over x's index, with c = dim 1.
+Value normalize_channels(const Lowering& L, const Node& n, const TensorBox& x,
+                         const TensorBox& mean, const TensorBox& invstd, DType acc,
+                         std::set<std::string>& origins) {
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  auto channel = [&](const TensorBox& p) { return ir::cast(p.load({idx[1]}), acc); };
+  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), channel(mean)), channel(invstd));
+  for (size_t i : {1, 2}) {
+    const Arg* a = L.arg(n, i, i == 1 ? "weight" : "bias");
+    if (!a || a->is_none()) continue;
+    const TensorBox& p = L.box(*a);
+    y = i == 1 ? ir::mul(y, channel(p)) : ir::add(y, channel(p));
+    origins.insert(p.origins.begin(), p.origins.end());
+  }
+  return y;
+}
+
+// Batch norm in training mode (_native_batch_norm_legit_functional, _native_batch_norm_legit
+// .no_stats, _batch_norm_with_update_functional): normalizes with the batch's statistics and
+// returns (out, save_mean, save_invstd[, new running_mean, new running_var]); the running
+// statistics move by momentum towards the batch mean and the unbiased batch variance. With
+// training false (functional form only) it is the inference formula with the running statistics.
+std::vector<TensorBox> lower_batch_norm_training(Lowering& L, const Node& n, bool has_running,
+                                                 bool has_training_flag) {
+  const TensorBox& x = L.box_of(n, 0);
+  if (x.rank() < 2) throw std::runtime_error("batch norm of a tensor with fewer than 2 dims");
+  size_t next = has_running ? 5 : 3;
+  bool training = true;
+  if (has_training_flag) {
+    const Arg* t = L.arg(n, next, "training");
+    training = t && t->kind == Arg::Kind::Bool && t->b;
+    ++next;
+  }
+  if (!training) return {};  // inference with running statistics: left to the ATen op
+  // Eager's CPU kernel for bf16/fp16 inputs saves statistics that differ from the fp32 ones by more
+  // than rounding (its invstd can be a bf16 ulp off the correctly rounded value), and normalizes
+  // with them; near-zero outputs then differ beyond bf16 tolerances. Matching eager on CPU means
+  // running its kernel there.
+  if (!L.options().triton && (x.dtype == DType::BFloat16 || x.dtype == DType::Float16)) return {};
+  const Arg* mom_arg = L.arg(n, next, "momentum");
+  const Arg* eps_arg = L.arg(n, next + 1, "eps");
+  DType acc = opmath(x.dtype);
+  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
+  auto [mean, var] = channel_stats(L, n, x);
+  TensorBox invstd = var;
+  invstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
+  // Eager normalizes with the statistics as it saves them (in the saved dtype), so the output is
+  // computed from the saved values too.
+  TensorBox saved_mean = with_dtype(mean, L.meta(n, 1).dtype);
+  TensorBox saved_invstd = with_dtype(invstd, L.meta(n, 2).dtype);
+  std::set<std::string> origins = x.origins;
+  Value y = normalize_channels(L, n, x, saved_mean, saved_invstd, acc, origins);
+  const graph::TensorMeta& m = L.meta(n, 0);
+  std::vector<TensorBox> out = {
+      TensorBox{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins}, saved_mean,
+      saved_invstd};
+  if (!has_running || n.meta.size() < 5) return out;
+  Expr count = 1;
+  for (size_t d = 0; d < x.rank(); ++d)
+    if (d != 1) count = count * x.sizes[d];
+  Value count_v = ir::cast(ir::index_expr(count, DType::Int64), acc);
+  Value momentum = mom_arg ? L.scalar(*mom_arg, acc) : ir::constant(0.1, acc);
+  Value keep = ir::sub(ir::constant(1.0, acc), momentum);
+  Value unbias = ir::div(count_v, ir::binary(Op::Maximum, ir::sub(count_v, ir::constant(1.0, acc)),
+                                             ir::constant(1.0, acc)));
+  // _batch_norm_with_update_functional returns an empty `reserve` tensor before the statistics.
+  size_t first_running_output = has_training_flag ? 3 : 4;
+  if (!has_training_flag) {
+    const graph::TensorMeta& e = L.meta(n, 3);
+    out.push_back(TensorBox{e.dtype, e.device, e.sizes, ir::int_constant(0, e.dtype), {}});
+  }
+  std::vector<Expr> c = {ir::index_var(0)};
+  for (size_t i : {3, 4}) {
+    const TensorBox& running = L.box(*L.arg(n, i, i == 3 ? "running_mean" : "running_var"));
+    Value batch = i == 3 ? mean.load(c) : ir::mul(var.load(c), unbias);
+    Value moved = ir::add(ir::mul(ir::cast(running.load(c), acc), keep), ir::mul(batch, momentum));
+    const graph::TensorMeta& rm = L.meta(n, first_running_output + i - 3);
+    TensorBox b{rm.dtype, rm.device, rm.sizes, ir::cast(moved, rm.dtype), running.origins};
+    b.origins.insert(mean.origins.begin(), mean.origins.end());
+    out.push_back(b);
+  }
+  return out;
+}
+
+// native_group_norm(x, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd): statistics per
+// (sample, group) over the group's channels and every spatial position; weight/bias per channel.
+std::vector<TensorBox> lower_group_norm(Lowering& L, const Node& n) {
+  const TensorBox& x = L.box_of(n, 0);
+  int64_t N = int_of(L, n.args.at(3)), C = int_of(L, n.args.at(4));
+  int64_t hw = int_of(L, n.args.at(5)), G = int_of(L, n.args.at(6));
+  if (G <= 0 || C % G != 0 || x.rank() < 2) return {};
+  DType acc = opmath(x.dtype);
+  Value eps = L.scalar(n.args.at(7), acc);
+  TensorBox grouped = reshape(x, {N, G, (C / G) * hw});
+  Arg dim_arg = Arg::list_of({Arg::integer(2)});
+  auto [var, mean] = var_and_mean(L, n, grouped, &dim_arg, 0.0, /*keepdim=*/false);
+  TensorBox rstd = var;
+  rstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  std::vector<Expr> ng = {idx[0], sym::floordiv(idx[1], Expr(C / G))};
+  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), mean.load(ng)), rstd.load(ng));
+  std::set<std::string> origins = x.origins;
+  for (size_t i : {1, 2}) {
+    const Arg& a = n.args.at(i);
+    if (a.is_none()) continue;
+    const TensorBox& p = L.box(a);
+    Value pv = ir::cast(p.load({idx[1]}), acc);
+    y = i == 1 ? ir::mul(y, pv) : ir::add(y, pv);
+    origins.insert(p.origins.begin(), p.origins.end());
+  }
+  const graph::TensorMeta& m = L.meta(n, 0);
+  return {TensorBox{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins},
+          with_dtype(mean, L.meta(n, 1).dtype), with_dtype(rstd, L.meta(n, 2).dtype)};
+}
+
+// addmv(self, mat, vec, beta=1, alpha=1) = beta * self + alpha * (mat @ vec), the product as a
+// reduction over mat's columns.
+std::vector<TensorBox> lower_addmv(Lowering& L, const Node& n) {
+  const TensorBox& self = L.box_of(n, 0);
+  const TensorBox& mat = L.box_of(n, 1);
+  const TensorBox& vec = L.box_of(n, 2);
+  const graph::TensorMeta& m = L.meta(n);
+  if (mat.rank() != 2 || vec.rank() != 1) return {};
+  DType acc = opmath(m.dtype);
+  TensorBox product{acc, mat.device, mat.sizes, Value(), mat.origins};
+  std::vector<Expr> ij = ir::index_vars(2);
+  product.body = ir::mul(ir::cast(mat.load(ij), acc), ir::cast(vec.load({ij[1]}), acc));
+  product.origins.insert(vec.origins.begin(), vec.origins.end());
+  TensorBox mv = reduce(L, product, {{1}, false}, ReductionType::Sum, acc, acc);
+  std::vector<Expr> i = ir::index_vars(1);
+  Value alpha = L.arg(n, 4, "alpha") ? L.scalar(*L.arg(n, 4, "alpha"), acc) : Value();
+  Value beta = L.arg(n, 3, "beta") ? L.scalar(*L.arg(n, 3, "beta"), acc) : Value();
+  Value prod = alpha ? ir::mul(mv.load(i), alpha) : mv.load(i);
+  bool beta_zero = beta && ir::is_float_constant(beta, 0.0);
+  Value body = prod;
+  if (!beta_zero) {
+    Value s = ir::cast(self.load(broadcast_index(self, m.sizes, i)), acc);
+    body = ir::add(beta ? ir::mul(s, beta) : s, prod);
+  }
+  TensorBox out{m.dtype, m.device, m.sizes, ir::cast(body, m.dtype), mv.origins};
+  out.origins.insert(self.origins.begin(), self.origins.end());
+  return {out};
+}
+
 }  // namespace
 
 void register_reductions(Registry& r) {
   r["aten.native_layer_norm.default"] = lower_layer_norm;
   r["aten._native_batch_norm_legit_no_training.default"] = lower_batch_norm_inference;
+  r["aten._native_batch_norm_legit_functional.default"] = [](Lowering& L, const Node& n) {
+    return lower_batch_norm_training(L, n, /*has_running=*/true, /*has_training_flag=*/true);
+  };
+  r["aten._native_batch_norm_legit.no_stats"] = [](Lowering& L, const Node& n) {
+    return lower_batch_norm_training(L, n, /*has_running=*/false, /*has_training_flag=*/true);
+  };
+  r["aten._batch_norm_with_update_functional.default"] = [](Lowering& L, const Node& n) {
+    return lower_batch_norm_training(L, n, /*has_running=*/true, /*has_training_flag=*/false);
+  };
+  r["aten.native_group_norm.default"] = lower_group_norm;
+  r["aten.linalg_vector_norm.default"] = lower_vector_norm;
+  r["aten.addmv.default"] = lower_addmv;
   for (const char* name : {"aten.sum.dim_IntList", "aten.sum.default"}) {
     r[name] = [](Lowering& L, const Node& n) { return lower_sum(L, n, false); };
   }

@@ -13,8 +13,6 @@ namespace coil::lower {
 using graph::Arg;
 using graph::Node;
 
-namespace {
-
 sym::RangeEnv ranges_for(const std::vector<Expr>& sizes) {
   sym::RangeEnv env;
   for (size_t i = 0; i < sizes.size(); ++i)
@@ -153,8 +151,6 @@ Value mask_loads(Value body, Value mask) {
   }
   return body;
 }
-
-}  // namespace
 
 void register_views(Registry& r) {
   for (const char* name :

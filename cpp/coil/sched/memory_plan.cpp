@@ -117,6 +117,19 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
     for (const ir::TensorRef& t : prog.externs[e].tensors)
       add_read(static_cast<int>(nk + e), t.buffer);
   }
+  // A call that writes into a buffer runs after every other unit that reads the buffer's old
+  // contents (units that read the call's own results come after it anyway).
+  for (size_t e = 0; e < prog.externs.size(); ++e) {
+    int writer = static_cast<int>(nk + e);
+    for (const std::string& name : prog.externs[e].mutates) {
+      int bi = prog.buffer_index(name);
+      for (int u = 0; bi >= 0 && u < static_cast<int>(nunits); ++u) {
+        if (u == writer || !reads[u].count(bi) || succs[writer].count(u)) continue;
+        preds[writer].insert(u);
+        succs[u].insert(writer);
+      }
+    }
+  }
   using Item = std::pair<int, int>;  // (first buffer, unit)
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
   std::vector<size_t> waiting(nunits);
@@ -201,7 +214,7 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   // share memory that coil cannot see, so none of them is ever reused or written in place.
   std::set<std::string> pinned;
   for (const ir::ExternCall& e : prog.externs) {
-    if (!e.is_fallback) continue;
+    if (!e.is_fallback && e.mutates.empty()) continue;
     for (const std::string& o : e.outputs) pinned.insert(o);
     for (const ir::TensorRef& t : e.tensors) pinned.insert(t.buffer);
   }

@@ -1,0 +1,152 @@
+"""Correctness of data-movement and normalization lowerings that coil once left to ATen: flip,
+repeat/tile, unfold, diagonal, the *_scatter ops, copy, *_copy views, vector norms, elu, group
+norm, batch norm in training, addmv. Each is compared with eager and must compile without an ATen
+fallback op."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import BACKEND, check, coil_records, dtype_id, make_tensor
+
+F32, F64, I64, BOOL, BF16 = torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16
+
+
+def check_lowered(fn, *inputs, **kw):
+    out = check(fn, *inputs, **kw)
+    if BACKEND == "coil":
+        fallbacks = [op for r in coil_records() for op in r.fallback_ops]
+        assert not fallbacks, f"ATen fallback ops: {fallbacks}"
+    return out
+
+
+MOVEMENT = {
+    "flip": lambda x: torch.flip(x, (0, 2)),
+    "flip_neg": lambda x: torch.flip(x * 2, (-1,)),
+    "fliplr": lambda x: torch.fliplr(x),
+    "rot90": lambda x: torch.rot90(x, 1, (1, 2)),
+    "repeat": lambda x: x.repeat(2, 1, 3),
+    "repeat_new_dims": lambda x: x.repeat(2, 1, 1, 2),
+    "tile": lambda x: torch.tile(x[0], (3, 2)),
+    "unfold": lambda x: x.unfold(2, 3, 2),
+    "unfold_step1": lambda x: (x + 1).unfold(1, 2, 1),
+    "diagonal": lambda x: torch.diagonal(x, 1, 1, 2),
+    "diagonal_neg": lambda x: torch.diagonal(x * 2, -2, 2, 0),
+    "trace": lambda x: torch.trace(x[0]),
+    "narrow_copy": lambda x: torch.narrow_copy(x, 2, 1, 3),
+    "permute_copy": lambda x: torch.permute_copy(x, (2, 0, 1)),
+    "unbind_copy": lambda x: torch.unbind_copy(x, 1),
+    "diff": lambda x: torch.diff(x, dim=-1),
+}
+
+
+# Eager rejects bool for these (arithmetic on bool, or trace).
+NOT_BOOL = ("trace", "diff", "flip_neg", "diagonal_neg", "unfold_step1")
+MOVEMENT_CASES = [
+    (name, dtype)
+    for name in MOVEMENT
+    for dtype in (F32, I64, BOOL, BF16)
+    if not (dtype == BOOL and name in NOT_BOOL)
+]
+
+
+@pytest.mark.parametrize(
+    "name,dtype", MOVEMENT_CASES, ids=[f"{n}-{dtype_id(d)}" for n, d in MOVEMENT_CASES]
+)
+def test_movement(name, dtype):
+    check_lowered(MOVEMENT[name], make_tensor((3, 4, 6), dtype))
+
+
+SCATTERS = {
+    "slice_scatter": lambda x, s: torch.slice_scatter(x, s[:, :2], dim=1, start=1, end=3),
+    "slice_scatter_step": lambda x, s: torch.slice_scatter(x, s[:, :, :3], dim=2, start=0, step=2),
+    "slice_scatter_neg": lambda x, s: torch.slice_scatter(x, s[:, :, :2], dim=-1, start=-3, end=-1),
+    "select_scatter": lambda x, s: torch.select_scatter(x, s[:, 0], 1, -1),
+    "diagonal_scatter": lambda x, s: torch.diagonal_scatter(x, s[:, :4, 0], 1, 1, 2),
+    "diagonal_scatter_neg": lambda x, s: torch.diagonal_scatter(x, s[:, :3, 0], -1, 1, 2),
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BF16], ids=dtype_id)
+@pytest.mark.parametrize("name", list(SCATTERS))
+def test_scatter_region(name, dtype):
+    check_lowered(SCATTERS[name], make_tensor((3, 4, 6), dtype), make_tensor((3, 4, 6), dtype))
+
+
+def test_copy_broadcasts_and_casts():
+    # aten.copy(self, src): src broadcast to self's shape, in self's dtype.
+    fn = lambda x, y: torch.ops.aten.copy(x, y)
+    check_lowered(fn, make_tensor((3, 4), F64), make_tensor((4,), F32))
+
+
+NORMS = [
+    ("2", lambda x: torch.linalg.vector_norm(x)),
+    ("2_dim", lambda x: torch.linalg.vector_norm(x, dim=-1, keepdim=True)),
+    ("1", lambda x: torch.linalg.vector_norm(x, 1, dim=(0, 2))),
+    ("inf", lambda x: torch.linalg.vector_norm(x, float("inf"), dim=1)),
+    ("-inf", lambda x: torch.linalg.vector_norm(x, float("-inf"), dim=1)),
+    ("0", lambda x: torch.linalg.vector_norm(x, 0, dim=2)),
+    ("3.5", lambda x: torch.linalg.vector_norm(x, 3.5, dim=0)),
+    ("dtype", lambda x: torch.linalg.vector_norm(x, dim=1, dtype=torch.float64)),
+    ("normalize", lambda x: F.normalize(x, dim=-1)),
+    ("cosine_similarity", lambda x: F.cosine_similarity(x, x.flip(0), dim=-1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, BF16], ids=dtype_id)
+@pytest.mark.parametrize("name,fn", NORMS, ids=[n for n, _ in NORMS])
+def test_vector_norm(name, fn, dtype):
+    x = make_tensor((3, 4, 6), dtype)
+    x[0, 1, 2] = 0
+    check_lowered(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, BF16], ids=dtype_id)
+def test_elu_family(dtype):
+    x = make_tensor((4, 9), dtype, scale=3)
+    check_lowered(lambda t: F.elu(t, alpha=0.7), x)
+    check_lowered(lambda t: F.selu(t), x)
+    check_lowered(lambda t: F.celu(t, alpha=1.3), x)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, BF16], ids=dtype_id)
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+def test_group_norm_lowered(dtype, affine):
+    x = make_tensor((2, 6, 4, 5), dtype)
+    w, b = (make_tensor((6,), dtype), make_tensor((6,), dtype)) if affine else (None, None)
+    tol = {} if dtype == BF16 else {"atol": 1e-5, "rtol": 1e-5}
+    check_lowered(lambda t: F.group_norm(t, 3, w, b, eps=1e-5), x, **tol)
+    # the saved statistics too (what backward reads)
+    fn = lambda t: torch.ops.aten.native_group_norm(t, w, b, 2, 6, 20, 2, 1e-5)
+    check_lowered(fn, x, **tol)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
+def test_batch_norm_training_functional(dtype):
+    # The functional form AOTAutograd produces: outputs plus the updated running statistics.
+    x = make_tensor((4, 3, 5, 2), dtype)
+    w, b = make_tensor((3,), dtype), make_tensor((3,), dtype)
+    rm, rv = make_tensor((3,), dtype), make_tensor((3,), dtype, domain="positive")
+    fn = lambda t, rm, rv: torch.ops.aten._native_batch_norm_legit_functional(
+        t, w, b, rm, rv, True, 0.1, 1e-5
+    )
+    check_lowered(fn, x, rm, rv, atol=1e-5, rtol=1e-5)
+    fn = lambda t: torch.ops.aten._native_batch_norm_legit.no_stats(t, w, b, True, 0.1, 1e-5)
+    check_lowered(fn, x, atol=1e-5, rtol=1e-5)
+
+
+def test_batch_norm_training_updates_running_stats():
+    bn = torch.nn.BatchNorm2d(3).train()
+    ref = torch.nn.BatchNorm2d(3).train()
+    ref.load_state_dict(bn.state_dict())
+    x = make_tensor((4, 3, 5, 2))
+    out = torch.compile(bn, backend=BACKEND)(x)
+    torch.testing.assert_close(out, ref(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(bn.running_mean, ref.running_mean)
+    torch.testing.assert_close(bn.running_var, ref.running_var)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, BF16], ids=dtype_id)
+def test_addmv(dtype):
+    s, m, v = make_tensor((5,), dtype), make_tensor((5, 7), dtype), make_tensor((7,), dtype)
+    check_lowered(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2), s, m, v)
+    check_lowered(lambda s, m, v: torch.addmv(s, m, v, beta=0), s, m, v)
