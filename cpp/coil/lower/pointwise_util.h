@@ -1,4 +1,4 @@
-// Helpers shared by the lowering files: broadcasting and pointwise box construction.
+// Helpers shared by the lowering files: broadcasting, pointwise box construction, masked reads.
 #pragma once
 
 #include <functional>
@@ -31,6 +31,10 @@ TensorBox make_pointwise(const Lowering& L, const graph::Node& n,
 // Origins of lazy inputs (what a pointwise body inlines).
 std::set<std::string> inlined_origins(const Lowering& L,
                                       const std::vector<const graph::Arg*>& inputs);
+
+// Masks every load in body with `mask` (loads outside the mask read nothing and yield 0, so the
+// body's value there is meaningless: callers select another value with where()).
+Value mask_loads(Value body, Value mask);
 
 // Normalizes a possibly negative dim against rank.
 int64_t wrap_dim(int64_t dim, size_t rank);
