@@ -28,4 +28,10 @@ inline constexpr int kMaxOpsThreshold = 100;
 // loads) so they can fuse like any pointwise op.
 inline constexpr int kUnrollReductionThreshold = 8;
 
+// A pooling window (max/avg pool: kernel_h * kernel_w slots) of at most this many slots is
+// unrolled into a pointwise body; so is the gather of a pooling backward over the windows that
+// may contain an input element. Inductor's limit: it covers the common 2x2, 3x3 and 5x5 windows,
+// and beyond it unrolled bodies grow large (max pooling costs about five ops per slot).
+inline constexpr int kUnrollPoolingWindowThreshold = 25;
+
 }  // namespace coil::ir::realize_policy

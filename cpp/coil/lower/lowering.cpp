@@ -573,6 +573,7 @@ const Registry& registry() {
     register_views(r);
     register_creation(r);
     register_indexing(r);
+    register_pooling(r);
     register_externs(r);
     return r;
   }();
