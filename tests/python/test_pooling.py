@@ -151,6 +151,12 @@ def test_max_pool1d_forward_backward():
     check_backward(fn, make_tensor((2, 4, 15)))
 
 
+def test_max_pool3d_cube_window():
+    # 3x3x3 = 27 slots: the largest window coil unrolls.
+    fn = lambda x: F.max_pool3d(x, 3, 2, 1, return_indices=True)
+    check_backward(fn, make_tensor((2, 3, 5, 7, 6)))
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 def test_max_pool3d_forward_backward(dtype):
     fn = lambda x: F.max_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0), ceil_mode=True,
@@ -226,7 +232,7 @@ ADAPTIVE_SIZES = {
     "divides": ((3, 11), (3, 11)),
     "uneven": ((4, 5), (9, 11)),
     "larger": ((13, 17), (9, 11)),
-    "one_row": ((1, 4), (9, 11)),
+    "one_row": ((1, 4), (5, 11)),
 }
 
 
@@ -250,14 +256,19 @@ def test_adaptive_avg_pool2d_large_window_is_a_reduction():
 def test_adaptive_max_pool2d_forward_backward(size):
     out, shape = ADAPTIVE_SIZES[size]
     fn = lambda x: F.adaptive_max_pool2d(x, out, return_indices=True)
-    # one_row's windows have 9x3 elements: more than coil unrolls, so ATen runs the forward.
-    check_backward(fn, nchw((2, 3) + shape), lowered=size != "one_row")
+    check_backward(fn, nchw((2, 3) + shape))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 def test_adaptive_max_pool2d_dtypes(dtype):
     fn = lambda x: F.adaptive_max_pool2d(x, (4, 5), return_indices=True)
     check_backward(fn, nchw((2, 3, 9, 11), dtype))
+
+
+def test_adaptive_max_pool2d_large_window_matches_eager():
+    # Windows of 12x6 elements: more than coil unrolls, so the ATen op runs the forward.
+    fn = lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True)
+    check_backward(fn, nchw((2, 3, 24, 18)), lowered=False)
 
 
 def test_adaptive_max_pool2d_nan():
@@ -271,6 +282,12 @@ def test_adaptive_pool1d():
     check_backward(lambda x: F.adaptive_avg_pool1d(x, 4), make_tensor((2, 3, 11)))
     check_backward(lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True),
                    make_tensor((2, 3, 11)))
+
+
+def test_adaptive_pool3d():
+    x = make_tensor((2, 3, 5, 7, 6))
+    check_backward(lambda x: F.adaptive_avg_pool3d(x, (3, 4, 2)), x)
+    check_backward(lambda x: F.adaptive_max_pool3d(x, (3, 4, 2), return_indices=True), x)
 
 
 def test_interpolate_area():

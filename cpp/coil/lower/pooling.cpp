@@ -1,5 +1,5 @@
-// Lowerings of pooling: max_pool2d/3d_with_indices, avg_pool2d/3d, _adaptive_avg_pool2d,
-// adaptive_max_pool2d, and their backward ops (1-d pools arrive as 2-d ones over a size-1 dim).
+// Lowerings of pooling: max_pool2d/3d_with_indices, avg_pool2d/3d, _adaptive_avg_pool2d/3d,
+// adaptive_max_pool2d/3d, and their backward ops (1-d pools arrive as 2-d ones over a size-1 dim).
 // The pooled dims are the last 2 or 3; any leading dims (batch, channels) are carried along.
 //
 // Forward: an output element combines one window of input elements. A window of at most
@@ -568,19 +568,19 @@ void register_pooling(Registry& r) {
     r["aten.avg_pool" + nd + "_backward.default"] = [k](Lowering& L, const Node& n) {
       return lower_avg_pool_backward(L, n, k);
     };
+    r["aten._adaptive_avg_pool" + nd + ".default"] = [k](Lowering& L, const Node& n) {
+      return lower_adaptive_avg_pool(L, n, k);
+    };
+    r["aten._adaptive_avg_pool" + nd + "_backward.default"] = [k](Lowering& L, const Node& n) {
+      return lower_adaptive_avg_pool_backward(L, n, k);
+    };
+    r["aten.adaptive_max_pool" + nd + ".default"] = [k](Lowering& L, const Node& n) {
+      return lower_adaptive_max_pool(L, n, k);
+    };
+    r["aten.adaptive_max_pool" + nd + "_backward.default"] = [k](Lowering& L, const Node& n) {
+      return lower_adaptive_max_pool_backward(L, n, k);
+    };
   }
-  r["aten._adaptive_avg_pool2d.default"] = [](Lowering& L, const Node& n) {
-    return lower_adaptive_avg_pool(L, n, 2);
-  };
-  r["aten._adaptive_avg_pool2d_backward.default"] = [](Lowering& L, const Node& n) {
-    return lower_adaptive_avg_pool_backward(L, n, 2);
-  };
-  r["aten.adaptive_max_pool2d.default"] = [](Lowering& L, const Node& n) {
-    return lower_adaptive_max_pool(L, n, 2);
-  };
-  r["aten.adaptive_max_pool2d_backward.default"] = [](Lowering& L, const Node& n) {
-    return lower_adaptive_max_pool_backward(L, n, 2);
-  };
 }
 
 }  // namespace coil::lower
