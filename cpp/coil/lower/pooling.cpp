@@ -24,7 +24,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <stdexcept>
 
 #include "coil/ir/realize_policy.h"
 #include "coil/lower/lowering.h"
@@ -50,12 +49,14 @@ struct FixedDim {
 // all of them; missing or empty takes `fallback` (stride defaults to the kernel size).
 std::optional<std::vector<int64_t>> per_dim(const Lowering& L, const Arg* a, size_t k,
                                             const std::vector<int64_t>& fallback) {
-  if (!a || a->is_none() || (a->kind == Arg::Kind::List && a->list.empty())) return fallback;
-  std::vector<int64_t> out;
-  for (const Expr& e : L.int_list(*a)) {
-    auto v = e.as_int();
-    if (!v) return std::nullopt;
-    out.push_back(*v);
+  std::vector<int64_t> out = fallback;
+  if (a && !a->is_none() && !(a->kind == Arg::Kind::List && a->list.empty())) {
+    out.clear();
+    for (const Expr& e : L.int_list(*a)) {
+      auto v = e.as_int();
+      if (!v) return std::nullopt;
+      out.push_back(*v);
+    }
   }
   if (out.size() == 1) out.assign(k, out[0]);
   if (out.size() != k) return std::nullopt;
@@ -114,7 +115,7 @@ std::optional<std::vector<AdaptiveDim>> adaptive_dims(const std::vector<Expr>& i
 std::pair<int64_t, int64_t> adaptive_window_sizes(const AdaptiveDim& d) {
   int64_t lo = d.in, hi = 0;
   for (int64_t p = 0; p < d.out; ++p) {
-    int64_t size = sym::floordiv_int((p + 1) * d.in + d.out - 1, d.out) - p * d.in / d.out;
+    int64_t size = ((p + 1) * d.in + d.out - 1) / d.out - p * d.in / d.out;
     lo = std::min(lo, size);
     hi = std::max(hi, size);
   }
