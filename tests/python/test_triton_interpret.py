@@ -232,3 +232,42 @@ def test_out_of_bounds_index_raises():
 def test_interpolate(mode):
     kw = {} if mode == "nearest" else {"align_corners": False}
     check_triton(lambda x: F.interpolate(x, scale_factor=2, mode=mode, **kw), make_tensor((1, 2, 4, 5)))
+
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+def test_max_pool2d_with_indices(ceil_mode):
+    # Masked loads at the padding, eager's scan order for the index, NaN propagation.
+    x = make_tensor((2, 3, 9, 7))
+    x[0, 1, 2, 2] = float("nan")
+    x[1, 0, 4, 4] = x[1, 0, 4, 5] = 5.0  # a tie: the first maximum's index
+    fn = lambda x: F.max_pool2d(F.relu(x), 3, 2, 1, ceil_mode=ceil_mode, return_indices=True)
+    check_triton(fn, x, kinds=["poi"])
+
+
+def test_pooling_backward():
+    # Gathers over the windows that may contain each input element (max: checking saved indices).
+    aten = torch.ops.aten
+
+    def f(x, g):
+        _, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+        k, s, p = [3, 3], [2, 2], [1, 1]
+        return (
+            aten.max_pool2d_with_indices_backward(g, x, k, s, p, [1, 1], False, indices),
+            aten.avg_pool2d_backward(g, x, k, s, p, False, False, None),
+        )
+
+    check_triton(f, make_tensor((2, 3, 9, 7)), make_tensor((2, 3, 5, 4)), kinds=["poi"])
+
+
+@pytest.mark.parametrize(
+    "args", [(3, 2, 1, False, True), ((2, 3), (2, 1), 1, True, False)], ids=["k3s2p1", "rect"]
+)
+def test_avg_pool2d(args):
+    check_triton(lambda x: F.avg_pool2d(x, *args), make_tensor((2, 3, 9, 7)), kinds=["poi"])
+
+
+def test_adaptive_avg_pool2d_large_window_is_a_reduction():
+    # Windows of 12x6 elements: a sum reduction over the window.
+    check_triton(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), make_tensor((2, 3, 24, 18)),
+                 kinds=["per"])

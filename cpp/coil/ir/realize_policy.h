@@ -28,4 +28,10 @@ inline constexpr int kMaxOpsThreshold = 100;
 // loads) so they can fuse like any pointwise op.
 inline constexpr int kUnrollReductionThreshold = 8;
 
+// A pooling window (max/avg pool: the product of the kernel sizes) of at most this many slots is
+// unrolled into a pointwise body; so is the gather of a pooling backward over the windows that
+// may contain an input element. Inductor stops at 25 (5x5); 27 also takes the 3x3x3 window of
+// 3-D pooling. Beyond it unrolled bodies grow large (max pooling costs about seven ops a slot).
+inline constexpr int kUnrollPoolingWindowThreshold = 27;
+
 }  // namespace coil::ir::realize_policy

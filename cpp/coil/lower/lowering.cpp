@@ -584,6 +584,7 @@ const Registry& registry() {
     register_movement(r);
     register_creation(r);
     register_indexing(r);
+    register_pooling(r);
     register_externs(r);
     return r;
   }();

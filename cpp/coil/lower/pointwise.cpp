@@ -60,6 +60,17 @@ TensorBox make_pointwise(const Lowering& L, const Node& n, const std::vector<con
   return out;
 }
 
+Value mask_loads(Value body, Value mask) {
+  std::vector<std::string> bufs = ir::loaded_buffers(body);
+  for (const std::string& b : bufs) {
+    body = ir::replace_loads(body, b, [&](Value old, Value old_mask) {
+      Value m = old_mask ? ir::binary(ir::Op::LogicalAnd, old_mask, mask) : mask;
+      return ir::load(b, old.dtype(), old->index, m);
+    });
+  }
+  return body;
+}
+
 int64_t wrap_dim(int64_t dim, size_t rank) {
   int64_t r = static_cast<int64_t>(rank == 0 ? 1 : rank);
   if (dim < -r || dim >= r) throw std::logic_error("dim out of range");

@@ -1,5 +1,5 @@
-// Helpers shared by the lowering files: broadcasting, pointwise box construction, and the index
-// remapping that views are made of (defined in views.cpp).
+// Helpers shared by the lowering files: broadcasting, pointwise box construction, masked reads,
+// and the index remapping that views are made of (defined in views.cpp).
 #pragma once
 
 #include <functional>
@@ -33,6 +33,10 @@ TensorBox make_pointwise(const Lowering& L, const graph::Node& n,
 std::set<std::string> inlined_origins(const Lowering& L,
                                       const std::vector<const graph::Arg*>& inputs);
 
+// Masks every load in body with `mask` (loads outside the mask read nothing and yield 0, so the
+// body's value there is meaningless: callers select another value with where()).
+Value mask_loads(Value body, Value mask);
+
 // Normalizes a possibly negative dim against rank.
 int64_t wrap_dim(int64_t dim, size_t rank);
 
@@ -48,7 +52,5 @@ TensorBox slice(const TensorBox& x, size_t dim, Expr start, Expr step,
 TensorBox select(const TensorBox& x, size_t dim, Expr index);
 // A static integer argument (throws when it is symbolic).
 int64_t int_of(const Lowering& L, const graph::Arg& a);
-// Masks every load in body with `mask` (loads outside the mask read nothing).
-Value mask_loads(Value body, Value mask);
 
 }  // namespace coil::lower

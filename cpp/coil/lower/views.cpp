@@ -140,18 +140,6 @@ std::vector<TensorBox> lower_as_strided(Lowering& L, const Node& n) {
   return {TensorBox{x.dtype, x.device, m.sizes, ir::load(ref->buffer, x.dtype, index), x.origins}};
 }
 
-// Masks every load in body with `mask` (loads outside the mask read nothing).
-Value mask_loads(Value body, Value mask) {
-  std::vector<std::string> bufs = ir::loaded_buffers(body);
-  for (const std::string& b : bufs) {
-    body = ir::replace_loads(body, b, [&](Value old, Value old_mask) {
-      Value m = old_mask ? ir::binary(ir::Op::LogicalAnd, old_mask, mask) : mask;
-      return ir::load(b, old.dtype(), old->index, m);
-    });
-  }
-  return body;
-}
-
 void register_views(Registry& r) {
   for (const char* name :
        {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",

@@ -453,7 +453,8 @@ TEST(Registry, KnowsTheFamiliesAndNotTheUnknown) {
   for (const char* op :
        {"aten.add.Tensor", "aten.amax.default", "aten._softmax.default",
         "aten.native_layer_norm.default", "aten.sum.dim_IntList", "aten.mm.default",
-        "aten.permute.default", "aten.view.default", "aten.cat.default", "aten.full.default"}) {
+        "aten.permute.default", "aten.view.default", "aten.cat.default", "aten.full.default",
+        "aten.max_pool2d_with_indices.default"}) {
     EXPECT_TRUE(r.count(op)) << op;
   }
   EXPECT_FALSE(r.count("aten.my_unknown_op.default"));
