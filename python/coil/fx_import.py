@@ -21,6 +21,12 @@ _DTYPES = {
     torch.bfloat16: "bfloat16",
     torch.float32: "float32",
     torch.float64: "float64",
+    # Opaque to coil: only ATen ops (fallbacks) make and read tensors of these.
+    torch.complex64: "complex64",
+    torch.complex128: "complex128",
+    torch.uint16: "uint16",
+    torch.uint32: "uint32",
+    torch.uint64: "uint64",
 }
 
 

@@ -35,6 +35,13 @@ enum class DType : uint8_t {
   BFloat16,
   Float32,
   Float64,
+  // Only ever the dtype of tensors that ATen ops (fallbacks) make and read: coil computes nothing
+  // in them (fft's complex intermediates, hash_tensor's uint64 result).
+  Complex64,
+  Complex128,
+  UInt16,
+  UInt32,
+  UInt64,
 };
 
 // "float32", "bfloat16", "int64", "bool", ... (torch's names without the "torch." prefix).
@@ -45,6 +52,8 @@ std::optional<DType> dtype_from_name(const std::string& name);
 int dtype_itemsize(DType d);
 bool is_floating(DType d);
 bool is_integral(DType d);  // integers, not bool
+// Complex and unsigned wider than 8 bits: dtypes only ATen ops (fallbacks) compute in.
+bool is_opaque(DType d);
 // The C++ type a kernel uses to store this dtype ("float", "int64_t", "bool", "coil_bf16", ...).
 const char* dtype_cpp_type(DType d);
 

@@ -28,6 +28,16 @@ const char* dtype_tag(DType d) {
       return "f32";
     case DType::Float64:
       return "f64";
+    case DType::Complex64:
+      return "c64";
+    case DType::Complex128:
+      return "c128";
+    case DType::UInt16:
+      return "u16";
+    case DType::UInt32:
+      return "u32";
+    case DType::UInt64:
+      return "u64";
   }
   return "?";
 }
@@ -53,6 +63,11 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::BFloat16, "bfloat16", 2, "coil_bf16"},
     {DType::Float32, "float32", 4, "float"},
     {DType::Float64, "float64", 8, "double"},
+    {DType::Complex64, "complex64", 8, "void"},
+    {DType::Complex128, "complex128", 16, "void"},
+    {DType::UInt16, "uint16", 2, "void"},
+    {DType::UInt32, "uint32", 4, "void"},
+    {DType::UInt64, "uint64", 8, "void"},
 };
 
 const DTypeInfo& info(DType d) {
@@ -89,6 +104,11 @@ int dtype_itemsize(DType d) {
 
 bool is_floating(DType d) {
   return d == DType::Float16 || d == DType::BFloat16 || d == DType::Float32 || d == DType::Float64;
+}
+
+bool is_opaque(DType d) {
+  return d == DType::Complex64 || d == DType::Complex128 || d == DType::UInt16 ||
+         d == DType::UInt32 || d == DType::UInt64;
 }
 
 bool is_integral(DType d) {

@@ -1,5 +1,7 @@
 #include "coil/lower/lowering.h"
 
+#include <algorithm>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -385,6 +387,22 @@ std::vector<TensorBox> Lowering::add_input_mutation(const graph::Node& n) {
   return out;
 }
 
+bool Lowering::touches_opaque_dtype(const graph::Node& n) const {
+  for (const graph::TensorMeta& m : n.meta) {
+    if (graph::is_opaque(m.dtype)) return true;
+  }
+  std::function<bool(const graph::Arg&)> opaque = [&](const graph::Arg& a) {
+    if (a.kind == graph::Arg::Kind::List) return std::any_of(a.list.begin(), a.list.end(), opaque);
+    if (a.kind == graph::Arg::Kind::DType) return graph::is_opaque(a.dtype);
+    return is_tensor(a) && graph::is_opaque(box(a).dtype);
+  };
+  for (const graph::Arg& a : n.args)
+    if (opaque(a)) return true;
+  for (const auto& [k, a] : n.kwargs)
+    if (opaque(a)) return true;
+  return false;
+}
+
 void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
   namespace policy = ir::realize_policy;
   if (!box.body || as_strided_view(box)) return;
@@ -444,6 +462,8 @@ void Lowering::lower_node(const graph::Node& n) {
     // delinearizes by the sizes): every output is a zero-element constant.
     out = empty_outputs(n);
     lowered = true;
+  } else if (touches_opaque_dtype(n)) {
+    // Complex (or wide unsigned) tensors: every op that makes or reads one runs in ATen.
   } else if (it != reg.end()) {
     out = it->second(*this, n);
     lowered = !out.empty() || n.meta.empty();

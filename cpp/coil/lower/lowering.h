@@ -140,6 +140,9 @@ class Lowering {
   // copy_(dst, src) where dst is a graph input: an extern call (Tensor.copy_) that writes src into
   // the input after every other reader of the input has run. Returns {} when dst is not an input.
   std::vector<TensorBox> add_input_mutation(const graph::Node& n);
+  // Whether the node makes or reads a tensor of an opaque dtype (graph::is_opaque): it runs in
+  // ATen.
+  bool touches_opaque_dtype(const graph::Node& n) const;
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.
   void replace_value(const graph::Arg& a, TensorBox box);
   // GPU graphs with reduced-precision 2-D convolutions keep 4-D tensors channels-last (NHWC):
