@@ -574,6 +574,7 @@ const Registry& registry() {
     register_creation(r);
     register_indexing(r);
     register_externs(r);
+    register_special(r);
     return r;
   }();
   return reg;

@@ -32,6 +32,12 @@ TensorBox make_pointwise(const Lowering& L, const graph::Node& n,
 std::set<std::string> inlined_origins(const Lowering& L,
                                       const std::vector<const graph::Arg*>& inputs);
 
+// The dtype eager converts tensor operands to (torch.result_type of the operands).
+DType common_dtype(const Lowering& L, const std::vector<const graph::Arg*>& inputs);
+
+// The node's first `count` positional arguments (fewer when it has fewer).
+std::vector<const graph::Arg*> positional(const graph::Node& n, size_t count);
+
 // Normalizes a possibly negative dim against rank.
 int64_t wrap_dim(int64_t dim, size_t rank);
 
