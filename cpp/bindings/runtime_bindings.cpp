@@ -5,6 +5,7 @@
 //       -> {"so_path", "source_path", "cache_hit", "seconds"}; raises coil._C.BuildError
 //       (a RuntimeError). flags=None means BuildOptions' default flags. The GIL is released while
 //       building.
+//   default_kernel_flags() -> [str]: those default flags (callers extend them).
 //   KernelLibrary(so_path).kernel(name, num_ptrs, num_ints) -> Kernel
 //   Kernel(*args): exactly num_ptrs pointer arguments (an int address, or any object with a
 //       data_ptr() method such as a torch.Tensor), then num_ints ints. Calls
@@ -198,6 +199,8 @@ void bind_runtime(nb::module_& m) {
         nb::arg("compiler") = "g++", nb::arg("flags") = nb::none(),
         nb::arg("inject_build_failure") = false,
         "Build C++ kernel source into a shared library through the on-disk cache.");
+  m.def("default_kernel_flags", &coil::runtime::default_kernel_flags,
+        "The compiler flags build_shared_library uses when flags is None.");
 
   nb::class_<Kernel>(m, "Kernel", nb::type_slots(kernel_slots),
                      "A kernel from a KernelLibrary; call it with its pointer then int arguments.")

@@ -96,6 +96,11 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     }
     std::string source = triton ? codegen::triton::kPrelude : codegen::cpp::kPrelude;
     for (const codegen::KernelSource& k : kernels) {
+      if (!k.aten_math) continue;
+      source += codegen::cpp::kAtenMathPrelude;
+      break;
+    }
+    for (const codegen::KernelSource& k : kernels) {
       source += triton ? "\n\n" + k.code : "\n" + k.code;
       r.kernel_names.push_back(k.name);
       r.artifacts[k.name + ext] = k.code;

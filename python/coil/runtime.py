@@ -3,6 +3,7 @@ wrapper module of each graph."""
 
 from __future__ import annotations
 
+import functools
 import linecache
 import sys
 import types
@@ -73,13 +74,28 @@ def check_indices(error: torch.Tensor) -> None:
         )
 
 
-def load_cpp(source: str):
-    """Builds (or finds in the cache) the shared library for `source` and loads it."""
+@functools.cache
+def aten_header_flags() -> tuple:
+    """Compiler flags for kernel files that include ATen's scalar math (<ATen/native/Math.h>):
+    coil's defaults, torch's include directories, and torch's version, so that the build cache
+    never reuses a kernel built against another torch's headers at the same path."""
+    from torch.utils.cpp_extension import include_paths
+
+    flags = list(_C.default_kernel_flags())
+    flags += [f"-I{path}" for path in include_paths()]
+    flags.append(f"-DCOIL_TORCH_VERSION={torch.__version__}")
+    return tuple(flags)
+
+
+def load_cpp(source: str, aten_headers: bool = False):
+    """Builds (or finds in the cache) the shared library for `source` and loads it.
+    aten_headers: the source includes ATen's headers (kernels calling its special functions)."""
     opts = config.options
     built = _C.build_shared_library(
         source,
         cache_dir=opts.cache_dir,
         compiler=opts.compiler,
+        flags=list(aten_header_flags()) if aten_headers else None,
         inject_build_failure=opts.inject_build_failure,
     )
     if "perf" in opts.logs:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import sys
 import types
@@ -326,10 +327,37 @@ def _interpreter_libdevice():
         "cosh": np.cosh, "atan2": np.arctan2, "pow": np.power, "fmod": np.fmod,
         "trunc": np.trunc, "nearbyint": np.rint, "rint": np.rint, "sqrt": np.sqrt,
         "exp": np.exp, "log": np.log, "erf": None, "floor": np.floor, "ceil": np.ceil,
+        "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh, "log10": np.log10,
+        "copysign": np.copysign, "hypot": np.hypot, "nextafter": np.nextafter,
+        "ldexp": np.ldexp, "cyl_bessel_i0": np.i0,
+        "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
+        "lgamma": np.vectorize(_lgamma, otypes=[np.float64]),
     }
+    table.update(_scipy_functions())
     ns = types.SimpleNamespace()
     for name, np_fn in table.items():
         if np_fn is not None:
             setattr(ns, name, elementwise(np_fn))
     ns.erf = tl.erf
     return ns
+
+
+def _lgamma(x: float) -> float:
+    # math.lgamma raises at the poles (0, -1, -2, ...), where libdevice returns +inf.
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _scipy_functions() -> dict:
+    """The libdevice functions NumPy lacks, from SciPy when it is installed."""
+    try:
+        from scipy import special
+    except ImportError:
+        return {}
+    return {
+        "erfinv": special.erfinv, "erfcx": special.erfcx, "normcdfinv": special.ndtri,
+        "cyl_bessel_i1": special.i1, "j0": special.j0, "j1": special.j1, "y0": special.y0,
+        "y1": special.y1,
+    }

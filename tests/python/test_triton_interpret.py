@@ -90,6 +90,29 @@ def test_math_and_nan_propagation():
     check_triton(f, x, y)
 
 
+def test_special_functions():
+    # libdevice functions the interpreter's NumPy stand-in has, and special functions made of tl
+    # ops (signbit's bit test, fmin, angle, the bit shifts' out-of-range counts).
+    def f(x, y, e, i):
+        return (torch.acosh(y + 1), torch.log10(y), torch.erfc(x), torch.lgamma(x),
+                torch.hypot(x, y), torch.copysign(y, x), torch.nextafter(x, y), torch.ldexp(x, e),
+                torch.signbit(x), torch.fmin(x, y), torch.angle(x),
+                torch.bitwise_left_shift(i, e), torch.bitwise_right_shift(-i, e))
+
+    x, y = make_tensor((4, 9)), make_tensor((4, 9), domain="positive")
+    x[0, :3] = torch.tensor([-0.0, float("nan"), float("-inf")])
+    e = torch.randint(-3, 70, (4, 9))
+    i = torch.randint(-50, 50, (4, 9))
+    check_triton(f, x, y, e, i, kinds=["poi"])
+    assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
+
+
+def test_special_function_without_a_triton_form_falls_back():
+    check_triton(lambda x: torch.digamma(x).exp(), make_tensor((4, 9), domain="positive"))
+    fallbacks = [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
+    assert fallbacks == ["aten.digamma.default"], fallbacks
+
+
 @pytest.mark.parametrize("dim", [1, 0], ids=["rows", "columns"])
 def test_sum(dim):
     check_triton(lambda x: x.sum(dim), make_tensor((9, 33)), kinds=["per"])

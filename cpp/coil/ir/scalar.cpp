@@ -89,6 +89,7 @@ bool is_comparison(Op op) {
     case Op::LogicalNot:
     case Op::IsNan:
     case Op::IsInf:
+    case Op::SignBit:
       return true;
     default:
       return false;

@@ -9,7 +9,10 @@
 // Dtype discipline: a Value has exactly one dtype, and an op's operands already have the dtypes
 // the op computes in (lowerings insert casts; builders check). Reduced-precision floats
 // (bfloat16, float16) never flow into arithmetic: lowerings cast them to float32 ("opmath"),
-// compute, and cast the result back, so each ATen op rounds exactly once, as eager does.
+// compute, and cast the result back, so each ATen op rounds exactly once, as eager does. Two
+// exceptions follow eager, which computes them in the tensor's own dtype: nextafter (the next
+// representable bfloat16 is not the next float32) and polygamma of order >= 2 (ATen's
+// calc_polygamma<c10::BFloat16> rounds its intermediate products to bfloat16).
 //
 // Indirect indices: an element index may depend on data (gather, embedding, x[idx]). Such an index
 // mentions *indirect symbols*, each bound to a scalar Value computed in the same body (an element
@@ -37,69 +40,122 @@ namespace coil::ir {
 using graph::DType;
 
 // All scalar op kinds in one list: X(Name, arity, "text"). Arity -1 = leaf with payload.
-#define COIL_SCALAR_OPS(X)        \
-  X(Constant, -1, "constant")     \
-  X(IndexExpr, -1, "index")       \
-  X(Load, -1, "load")             \
-  X(Guard, -1, "guard")           \
-  X(Cast, 1, "cast")              \
-  X(Neg, 1, "neg")                \
-  X(Abs, 1, "abs")                \
-  X(Exp, 1, "exp")                \
-  X(Exp2, 1, "exp2")              \
-  X(Log, 1, "log")                \
-  X(Log2, 1, "log2")              \
-  X(Log1p, 1, "log1p")            \
-  X(Expm1, 1, "expm1")            \
-  X(Sqrt, 1, "sqrt")              \
-  X(Rsqrt, 1, "rsqrt")            \
-  X(Sin, 1, "sin")                \
-  X(Cos, 1, "cos")                \
-  X(Tan, 1, "tan")                \
-  X(Asin, 1, "asin")              \
-  X(Acos, 1, "acos")              \
-  X(Atan, 1, "atan")              \
-  X(Sinh, 1, "sinh")              \
-  X(Cosh, 1, "cosh")              \
-  X(Tanh, 1, "tanh")              \
-  X(Sigmoid, 1, "sigmoid")        \
-  X(Erf, 1, "erf")                \
-  X(Floor, 1, "floor")            \
-  X(Ceil, 1, "ceil")              \
-  X(Round, 1, "round")            \
-  X(Trunc, 1, "trunc")            \
-  X(Reciprocal, 1, "reciprocal")  \
-  X(Sign, 1, "sign")              \
-  X(IsNan, 1, "isnan")            \
-  X(IsInf, 1, "isinf")            \
-  X(LogicalNot, 1, "logical_not") \
-  X(BitwiseNot, 1, "bitwise_not") \
-  X(Add, 2, "add")                \
-  X(Sub, 2, "sub")                \
-  X(Mul, 2, "mul")                \
-  X(Div, 2, "truediv")            \
-  X(FloorDiv, 2, "floordiv")      \
-  X(TruncDiv, 2, "truncdiv")      \
-  X(Remainder, 2, "remainder")    \
-  X(Fmod, 2, "fmod")              \
-  X(Pow, 2, "pow")                \
-  X(Atan2, 2, "atan2")            \
-  X(Maximum, 2, "maximum")        \
-  X(Minimum, 2, "minimum")        \
-  X(Lt, 2, "lt")                  \
-  X(Le, 2, "le")                  \
-  X(Gt, 2, "gt")                  \
-  X(Ge, 2, "ge")                  \
-  X(Eq, 2, "eq")                  \
-  X(Ne, 2, "ne")                  \
-  X(LogicalAnd, 2, "logical_and") \
-  X(LogicalOr, 2, "logical_or")   \
-  X(LogicalXor, 2, "logical_xor") \
-  X(BitwiseAnd, 2, "bitwise_and") \
-  X(BitwiseOr, 2, "bitwise_or")   \
-  X(BitwiseXor, 2, "bitwise_xor") \
+#define COIL_SCALAR_OPS(X)                                  \
+  X(Constant, -1, "constant")                               \
+  X(IndexExpr, -1, "index")                                 \
+  X(Load, -1, "load")                                       \
+  X(Guard, -1, "guard")                                     \
+  X(Cast, 1, "cast")                                        \
+  X(Neg, 1, "neg")                                          \
+  X(Abs, 1, "abs")                                          \
+  X(Exp, 1, "exp")                                          \
+  X(Exp2, 1, "exp2")                                        \
+  X(Log, 1, "log")                                          \
+  X(Log2, 1, "log2")                                        \
+  X(Log1p, 1, "log1p")                                      \
+  X(Expm1, 1, "expm1")                                      \
+  X(Sqrt, 1, "sqrt")                                        \
+  X(Rsqrt, 1, "rsqrt")                                      \
+  X(Sin, 1, "sin")                                          \
+  X(Cos, 1, "cos")                                          \
+  X(Tan, 1, "tan")                                          \
+  X(Asin, 1, "asin")                                        \
+  X(Acos, 1, "acos")                                        \
+  X(Atan, 1, "atan")                                        \
+  X(Sinh, 1, "sinh")                                        \
+  X(Cosh, 1, "cosh")                                        \
+  X(Tanh, 1, "tanh")                                        \
+  X(Sigmoid, 1, "sigmoid")                                  \
+  X(Erf, 1, "erf")                                          \
+  X(Floor, 1, "floor")                                      \
+  X(Ceil, 1, "ceil")                                        \
+  X(Round, 1, "round")                                      \
+  X(Trunc, 1, "trunc")                                      \
+  X(Reciprocal, 1, "reciprocal")                            \
+  X(Sign, 1, "sign")                                        \
+  X(IsNan, 1, "isnan")                                      \
+  X(IsInf, 1, "isinf")                                      \
+  X(LogicalNot, 1, "logical_not")                           \
+  X(BitwiseNot, 1, "bitwise_not")                           \
+  X(SignBit, 1, "signbit")                                  \
+  X(Acosh, 1, "acosh")                                      \
+  X(Asinh, 1, "asinh")                                      \
+  X(Atanh, 1, "atanh")                                      \
+  X(Log10, 1, "log10")                                      \
+  X(Erfc, 1, "erfc")                                        \
+  X(Erfinv, 1, "erfinv")                                    \
+  X(Erfcx, 1, "erfcx")                                      \
+  X(Ndtri, 1, "ndtri")                                      \
+  X(Lgamma, 1, "lgamma")                                    \
+  X(Digamma, 1, "digamma")                                  \
+  X(Trigamma, 1, "trigamma")                                \
+  X(I0, 1, "i0")                                            \
+  X(I0e, 1, "i0e")                                          \
+  X(I1, 1, "i1")                                            \
+  X(I1e, 1, "i1e")                                          \
+  X(BesselJ0, 1, "bessel_j0")                               \
+  X(BesselJ1, 1, "bessel_j1")                               \
+  X(BesselY0, 1, "bessel_y0")                               \
+  X(BesselY1, 1, "bessel_y1")                               \
+  X(BesselI0, 1, "modified_bessel_i0")                      \
+  X(BesselI1, 1, "modified_bessel_i1")                      \
+  X(BesselK0, 1, "modified_bessel_k0")                      \
+  X(BesselK1, 1, "modified_bessel_k1")                      \
+  X(ScaledBesselK0, 1, "scaled_modified_bessel_k0")         \
+  X(ScaledBesselK1, 1, "scaled_modified_bessel_k1")         \
+  X(AiryAi, 1, "airy_ai")                                   \
+  X(Add, 2, "add")                                          \
+  X(Sub, 2, "sub")                                          \
+  X(Mul, 2, "mul")                                          \
+  X(Div, 2, "truediv")                                      \
+  X(FloorDiv, 2, "floordiv")                                \
+  X(TruncDiv, 2, "truncdiv")                                \
+  X(Remainder, 2, "remainder")                              \
+  X(Fmod, 2, "fmod")                                        \
+  X(Pow, 2, "pow")                                          \
+  X(Atan2, 2, "atan2")                                      \
+  X(Maximum, 2, "maximum")                                  \
+  X(Minimum, 2, "minimum")                                  \
+  X(Lt, 2, "lt")                                            \
+  X(Le, 2, "le")                                            \
+  X(Gt, 2, "gt")                                            \
+  X(Ge, 2, "ge")                                            \
+  X(Eq, 2, "eq")                                            \
+  X(Ne, 2, "ne")                                            \
+  X(LogicalAnd, 2, "logical_and")                           \
+  X(LogicalOr, 2, "logical_or")                             \
+  X(LogicalXor, 2, "logical_xor")                           \
+  X(BitwiseAnd, 2, "bitwise_and")                           \
+  X(BitwiseOr, 2, "bitwise_or")                             \
+  X(BitwiseXor, 2, "bitwise_xor")                           \
+  X(ShiftLeft, 2, "bitwise_left_shift")                     \
+  X(ShiftRight, 2, "bitwise_right_shift")                   \
+  X(CopySign, 2, "copysign")                                \
+  X(Hypot, 2, "hypot")                                      \
+  X(NextAfter, 2, "nextafter")                              \
+  X(Ldexp, 2, "ldexp")                                      \
+  X(Polygamma, 2, "polygamma")                              \
+  X(Zeta, 2, "zeta")                                        \
+  X(Igamma, 2, "igamma")                                    \
+  X(Igammac, 2, "igammac")                                  \
+  X(ChebyshevT, 2, "chebyshev_polynomial_t")                \
+  X(ChebyshevU, 2, "chebyshev_polynomial_u")                \
+  X(ChebyshevV, 2, "chebyshev_polynomial_v")                \
+  X(ChebyshevW, 2, "chebyshev_polynomial_w")                \
+  X(ShiftedChebyshevT, 2, "shifted_chebyshev_polynomial_t") \
+  X(ShiftedChebyshevU, 2, "shifted_chebyshev_polynomial_u") \
+  X(ShiftedChebyshevV, 2, "shifted_chebyshev_polynomial_v") \
+  X(ShiftedChebyshevW, 2, "shifted_chebyshev_polynomial_w") \
+  X(HermiteH, 2, "hermite_polynomial_h")                    \
+  X(HermiteHe, 2, "hermite_polynomial_he")                  \
+  X(LaguerreL, 2, "laguerre_polynomial_l")                  \
+  X(LegendreP, 2, "legendre_polynomial_p")                  \
   X(Where, 3, "where")
 
+// SignBit..AiryAi and ShiftLeft..LegendreP are the special functions of lower/special.cpp. The
+// C++ renderer calls ATen's own scalar implementations for those <cmath> lacks
+// (codegen/cpp/cpp_special.h); the Triton renderer knows only those with a libdevice or
+// tl form (lowerings leave the rest to the ATen fallback on Triton targets).
 enum class Op : uint8_t {
 #define COIL_X(name, arity, text) name,
   COIL_SCALAR_OPS(COIL_X)

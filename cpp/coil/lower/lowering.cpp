@@ -606,6 +606,7 @@ const Registry& registry() {
     register_indexing(r);
     register_pooling(r);
     register_externs(r);
+    register_special(r);
     return r;
   }();
   return reg;

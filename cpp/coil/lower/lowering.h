@@ -1,9 +1,10 @@
 // Lowering: ATen graph -> loop-level IR (ir::Program).
 //
 // Each graph node is lowered, in order, by a function registered for its ATen op (one file per op
-// family: pointwise.cpp, reduction.cpp, views.cpp, creation.cpp, indexing.cpp, pooling.cpp,
-// extern.cpp). A lowering receives TensorBoxes for its tensor inputs and returns TensorBoxes for
-// its outputs. A TensorBox is lazy: a body describing one element as a function of index variables
+// family: pointwise.cpp, special.cpp, reduction.cpp, views.cpp, movement.cpp, creation.cpp,
+// indexing.cpp, pooling.cpp, extern.cpp). A lowering receives TensorBoxes for its tensor inputs
+// and returns TensorBoxes for its outputs (none: the node becomes a fallback, as for an op with no
+// lowering). A TensorBox is lazy: a body describing one element as a function of index variables
 // v0..v{rank-1}. Reading a box at some index substitutes that index into its body, so chains of
 // pointwise ops and views compose into one body without touching memory. A box is realized (stored
 // to a buffer) when a reduction or extern call needs its input in memory, when it is a graph
@@ -89,6 +90,7 @@ void register_creation(Registry& r);
 void register_indexing(Registry& r);
 void register_externs(Registry& r);
 void register_pooling(Registry& r);
+void register_special(Registry& r);
 
 // All lowerings, keyed by target ("aten.add.Tensor").
 const Registry& registry();

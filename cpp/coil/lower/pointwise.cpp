@@ -77,6 +77,18 @@ int64_t wrap_dim(int64_t dim, size_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
+DType common_dtype(const Lowering& L, const std::vector<const Arg*>& inputs) {
+  std::vector<Operand> ops;
+  for (const Arg* a : inputs) ops.push_back(L.operand(*a));
+  return promote(ops);
+}
+
+std::vector<const Arg*> positional(const Node& n, size_t count) {
+  std::vector<const Arg*> out;
+  for (size_t i = 0; i < count && i < n.args.size(); ++i) out.push_back(&n.args[i]);
+  return out;
+}
+
 namespace {
 
 Value fconst(double v, DType d) {
@@ -104,23 +116,10 @@ DType compute_dtype_for_output(const Lowering& L, const Node& n) {
   return opmath(L.meta(n).dtype);
 }
 
-// The dtype eager converts tensor operands to (torch.result_type of the operands).
-DType common_dtype(const Lowering& L, const std::vector<const Arg*>& inputs) {
-  std::vector<Operand> ops;
-  for (const Arg* a : inputs) ops.push_back(L.operand(*a));
-  return promote(ops);
-}
-
 DType promoted_inputs(const Lowering& L, const std::vector<const Arg*>& inputs) {
   std::vector<Operand> ops;
   for (const Arg* a : inputs) ops.push_back(L.operand(*a));
   return opmath(promote(ops));
-}
-
-std::vector<const Arg*> positional(const Node& n, size_t count) {
-  std::vector<const Arg*> out;
-  for (size_t i = 0; i < count && i < n.args.size(); ++i) out.push_back(&n.args[i]);
-  return out;
 }
 
 // Registers `target` as op(inputs...) computed in the output's opmath dtype.

@@ -37,6 +37,12 @@ std::set<std::string> inlined_origins(const Lowering& L,
 // body's value there is meaningless: callers select another value with where()).
 Value mask_loads(Value body, Value mask);
 
+// The dtype eager converts tensor operands to (torch.result_type of the operands).
+DType common_dtype(const Lowering& L, const std::vector<const graph::Arg*>& inputs);
+
+// The node's first `count` positional arguments (fewer when it has fewer).
+std::vector<const graph::Arg*> positional(const graph::Node& n, size_t count);
+
 // Normalizes a possibly negative dim against rank.
 int64_t wrap_dim(int64_t dim, size_t rank);
 

@@ -1,4 +1,5 @@
 #include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/codegen/cpp/cpp_special.h"
 #include "coil/codegen/kernel_args.h"
 #include "coil/codegen/provenance.h"
 
@@ -242,6 +243,7 @@ class Emitter {
     code << "}\n";
     src.code = code.str();
     src.args = args_;
+    src.aten_math = aten_math_;
     std::set<std::string> origins;
     for (const sched::Member& m : k_.members)
       origins.insert(prog_.buffers[m.buffer].origins.begin(),
@@ -348,7 +350,9 @@ class Emitter {
                  *lookup(v->args[2]) + ")";
           break;
         default:
-          if (v->args.size() == 1) {
+          if (auto special = special_text(v)) {
+            text = *special;
+          } else if (v->args.size() == 1) {
             text = unary_text(v.op(), *lookup(v->args[0]), v.dtype());
           } else {
             text =
@@ -360,6 +364,16 @@ class Emitter {
       memo_.back()[v.get()] = name;
     }
     return *lookup(root);
+  }
+
+  // A special-function op's call (cpp_special.h), noting when it needs ATen's header.
+  std::optional<std::string> special_text(Value v) {
+    std::vector<std::string> operands;
+    for (const Value& a : v->args) operands.push_back(*lookup(a));
+    auto special = special_op_text(v.op(), operands, v->args.at(0).dtype());
+    if (!special) return std::nullopt;
+    aten_math_ |= special->aten_math;
+    return special->text;
   }
 
   const std::string* lookup(Value v) const {
@@ -702,6 +716,7 @@ class Emitter {
   std::ostringstream* out_ = nullptr;
   int indent_ = 1;
   int next_tmp_ = 0;
+  bool aten_math_ = false;
   std::vector<KernelArg> args_;
   std::map<std::string, std::string> ptr_;
   std::map<std::string, std::string> available_;  // buffer -> variable holding its value here

@@ -49,6 +49,9 @@ struct KernelSource {
   std::vector<KernelArg> args;
   std::vector<std::string> origins;  // graph nodes, sorted
   KernelLaunch launch;
+  // C++ kernels: calls ATen's scalar special functions, so the kernel file needs prelude.h's
+  // kAtenMathPrelude and torch's headers to build.
+  bool aten_math = false;
 };
 
 // A descriptive, deterministic kernel name: <prefix>_fused_<ops>_<n>, ops from the origins.

@@ -1,6 +1,7 @@
 // The text every generated C++ kernel file starts with: includes, the reduced-precision float
 // types, and helpers with PyTorch's semantics (floor division, Python remainder, NaN-propagating
-// max/min). Kept as one string so the generated file is self-contained and readable.
+// max/min, bit shifts, ...). Kept as one string so the generated file is self-contained and
+// readable.
 #pragma once
 
 namespace coil::codegen::cpp {
@@ -180,6 +181,48 @@ inline bool coil_isinf(T a) {
   else return false;
 }
 
+// Bit shifts with ATen's results for counts outside [0, bits): 0 for a left shift, the sign fill
+// for a right shift.
+template <typename T>
+inline T coil_shl(T a, T b) {
+  constexpr T bits = sizeof(T) * 8;
+  if (static_cast<std::make_signed_t<T>>(b) < 0 || b >= bits) return 0;
+  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) << b);
+}
+template <typename T>
+inline T coil_shr(T a, T b) {
+  constexpr T max_shift = sizeof(T) * 8 - std::is_signed_v<T>;
+  if (static_cast<std::make_signed_t<T>>(b) < 0 || b >= max_shift) return a >> max_shift;
+  return a >> b;
+}
+// x * 2^e for an integer e held in x's float type; e is clamped where the result is already 0
+// or infinite, so that its conversion to int is defined.
+template <typename T>
+inline T coil_ldexp(T x, T e) {
+  T c = e < T(-4096) ? T(-4096) : (e > T(4096) ? T(4096) : e);
+  return std::ldexp(x, static_cast<int>(c));
+}
+// nextafter in a 16-bit float type, on its bits: eager steps to the neighbouring bfloat16 (or
+// float16), which float32's nextafter would round back to the starting value.
+template <typename R>
+inline R coil_nextafter(R from, R to) {
+  float a = static_cast<float>(from), b = static_cast<float>(to);
+  if (a != a || b != b) return R(a + b);
+  if (from.bits == to.bits) return from;
+  constexpr uint16_t sign = 0x8000u;
+  uint16_t abs_from = from.bits & ~sign, abs_to = to.bits & ~sign;
+  R r = from;
+  if (abs_from == 0) {
+    if (abs_to == 0) return to;
+    r.bits = static_cast<uint16_t>((to.bits & sign) | 1u);  // the smallest subnormal toward `to`
+  } else if (abs_from > abs_to || ((from.bits ^ to.bits) & sign)) {
+    r.bits = static_cast<uint16_t>(from.bits - 1);  // toward zero
+  } else {
+    r.bits = static_cast<uint16_t>(from.bits + 1);
+  }
+  return r;
+}
+
 // An indirect index (an element of an index tensor) used to address a dimension of `size`
 // elements: wrapped when negative indices count from the end, and returned when it lies in
 // [0, size). Otherwise, where `active` (the access really happens), the first such index of the
@@ -193,6 +236,37 @@ inline int64_t coil_index(int64_t i, int64_t size, bool wrap, bool active, int64
     err[2] = size;
   }
   return 0;
+}
+
+}  // namespace
+)PRELUDE";
+
+// Appended to kPrelude in kernel files whose kernels call ATen's scalar special functions
+// (codegen/cpp/cpp_special.h): the header eager's CPU kernels take them from, and adapters from
+// coil's types. Building such a file needs torch's include directories (python/coil/runtime.py
+// adds them) and takes about a second longer, so files without such calls leave it out.
+inline constexpr const char* kAtenMathPrelude =
+    R"PRELUDE(
+// ATen's scalar special functions (digamma, Bessel functions, orthogonal polynomials, ...).
+#include <ATen/native/Math.h>
+
+namespace {
+
+// polygamma of order n >= 2. ATen's kernel runs calc_polygamma in the tensor's own dtype, which
+// for bfloat16/float16 rounds intermediate products to it: do the same through c10's types.
+template <typename T>
+inline T coil_polygamma(T n, T x) {
+  return calc_polygamma(x, static_cast<int>(n));
+}
+inline coil_bf16 coil_polygamma(coil_bf16 n, coil_bf16 x) {
+  c10::BFloat16 r = calc_polygamma(c10::BFloat16(static_cast<float>(x)),
+                                   static_cast<int>(static_cast<float>(n)));
+  return coil_bf16(static_cast<float>(r));
+}
+inline coil_half coil_polygamma(coil_half n, coil_half x) {
+  c10::Half r = calc_polygamma(c10::Half(static_cast<float>(x)),
+                               static_cast<int>(static_cast<float>(n)));
+  return coil_half(static_cast<float>(r));
 }
 
 }  // namespace

@@ -145,8 +145,45 @@ std::string unary_text(Op op, const std::string& a, DType d) {
       return "(" + a + " == 0)";
     case Op::BitwiseNot:
       return "~" + a;
+    // The sign bit itself (std::signbit: true for -0.0 and negative NaNs).
+    case Op::SignBit:
+      return "(" + a + ".to(" + (d == DType::Float64 ? "tl.int64" : "tl.int32") +
+             ", bitcast=True) < 0)";
+    case Op::Acosh:
+      return call("libdevice.acosh", a);
+    case Op::Asinh:
+      return call("libdevice.asinh", a);
+    case Op::Atanh:
+      return call("libdevice.atanh", a);
+    case Op::Log10:
+      return call("libdevice.log10", a);
+    case Op::Erfc:
+      return call("libdevice.erfc", a);
+    case Op::Erfinv:
+      return call("libdevice.erfinv", a);
+    case Op::Erfcx:
+      return call("libdevice.erfcx", a);
+    case Op::Ndtri:
+      return call("libdevice.normcdfinv", a);
+    case Op::Lgamma:
+      return call("libdevice.lgamma", a);
+    case Op::I0:
+    case Op::BesselI0:
+      return call("libdevice.cyl_bessel_i0", a);
+    case Op::I1:
+    case Op::BesselI1:
+      return call("libdevice.cyl_bessel_i1", a);
+    case Op::BesselJ0:
+      return call("libdevice.j0", a);
+    case Op::BesselJ1:
+      return call("libdevice.j1", a);
+    case Op::BesselY0:
+      return call("libdevice.y0", a);
+    case Op::BesselY1:
+      return call("libdevice.y1", a);
     default:
-      throw std::logic_error(std::string("triton codegen: not a unary op: ") + ir::op_name(op));
+      throw std::logic_error(std::string("triton codegen: no Triton form for unary op ") +
+                             ir::op_name(op));
   }
 }
 
@@ -208,8 +245,62 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
       return infix("|");
     case Op::BitwiseXor:
       return infix("^");
+    case Op::ShiftLeft:
+      return "coil_shl(" + a + ", " + b + ", " + std::to_string(graph::dtype_itemsize(d) * 8) + ")";
+    case Op::ShiftRight:
+      return "coil_shr(" + a + ", " + b + ", " + std::to_string(graph::dtype_itemsize(d) * 8) +
+             ", " + (d == DType::UInt8 ? "0" : "1") + ")";
+    case Op::CopySign:
+      return call("libdevice.copysign", a, b);
+    case Op::Hypot:
+      return call("libdevice.hypot", a, b);
+    case Op::NextAfter:
+      if (d == DType::Float32 || d == DType::Float64) return call("libdevice.nextafter", a, b);
+      break;
+    // The exponent arrives as a float (the IR's operands share a dtype); clamped where the result
+    // is 0 or infinite already, as the C++ prelude's coil_ldexp does.
+    case Op::Ldexp:
+      return "libdevice.ldexp(" + a + ", tl.minimum(tl.maximum(" + b +
+             ", -4096.0), 4096.0).to(tl.int32))";
     default:
-      throw std::logic_error(std::string("triton codegen: not a binary op: ") + ir::op_name(op));
+      break;
+  }
+  throw std::logic_error(std::string("triton codegen: no Triton form for binary op ") +
+                         ir::op_name(op) + " on " + graph::dtype_name(d));
+}
+
+bool has_op_text(Op op, DType d) {
+  switch (op) {
+    case Op::Digamma:
+    case Op::Trigamma:
+    case Op::Polygamma:
+    case Op::Zeta:
+    case Op::Igamma:
+    case Op::Igammac:
+    case Op::I0e:
+    case Op::I1e:
+    case Op::BesselK0:
+    case Op::BesselK1:
+    case Op::ScaledBesselK0:
+    case Op::ScaledBesselK1:
+    case Op::AiryAi:
+    case Op::ChebyshevT:
+    case Op::ChebyshevU:
+    case Op::ChebyshevV:
+    case Op::ChebyshevW:
+    case Op::ShiftedChebyshevT:
+    case Op::ShiftedChebyshevU:
+    case Op::ShiftedChebyshevV:
+    case Op::ShiftedChebyshevW:
+    case Op::HermiteH:
+    case Op::HermiteHe:
+    case Op::LaguerreL:
+    case Op::LegendreP:
+      return false;
+    case Op::NextAfter:
+      return d == DType::Float32 || d == DType::Float64;
+    default:
+      return true;
   }
 }
 

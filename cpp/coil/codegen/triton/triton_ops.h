@@ -28,6 +28,11 @@ std::string constant_tensor_text(ir::Value constant);
 std::string unary_text(ir::Op op, const std::string& a, graph::DType operand);
 std::string binary_text(ir::Op op, const std::string& a, const std::string& b,
                         graph::DType operand);
+// Whether unary_text/binary_text have a form for op computing in dtype d. Every op has one but
+// some special functions (digamma, zeta, the orthogonal polynomials, ... : neither tl nor
+// libdevice has them) and nextafter of 16-bit floats; the lowering leaves those to the ATen
+// fallback on Triton targets.
+bool has_op_text(ir::Op op, graph::DType d);
 // interpreted: the kernel runs under Triton's interpreter (CPU tensors), whose float32 -> bfloat16
 // conversion does not round to nearest even; the prelude's coil_f32_to_bf16 does it exactly.
 std::string cast_text(const std::string& a, graph::DType from, graph::DType to, bool interpreted);

@@ -73,6 +73,24 @@ def coil_sign(x):
 
 
 @triton.jit
+def coil_shl(a, b, bits: tl.constexpr):
+    # torch's left shift: 0 for a count that is negative or at least the width.
+    bad = (b < 0) | (b >= bits)
+    return tl.where(bad, tl.zeros_like(a), a << tl.where(bad, 0, b))
+
+
+@triton.jit
+def coil_shr(a, b, bits: tl.constexpr, signed: tl.constexpr):
+    # torch's right shift: a count that is negative or shifts every value bit out leaves the sign
+    # fill (a >> (bits - 1)) of a signed type and 0 of an unsigned one.
+    bad = (b < 0) | (b >= bits - signed)
+    fill = tl.zeros_like(a)
+    if signed:
+        fill = a >> (bits - 1)
+    return tl.where(bad, fill, a >> tl.where(bad, 0, b))
+
+
+@triton.jit
 def coil_max_combine(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 

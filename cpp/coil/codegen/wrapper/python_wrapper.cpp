@@ -179,7 +179,11 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   }
   if (!kernels.empty() && !triton) {
     out << "CPP_SOURCE = r'''\n" << kernel_file_source << "'''\n\n";
-    out << "_lib = coil_runtime.load_cpp(CPP_SOURCE)\n";
+    bool aten_math = false;
+    for (const KernelSource& k : kernels) aten_math |= k.aten_math;
+    // Kernels calling ATen's scalar special functions build against torch's headers.
+    out << "_lib = coil_runtime.load_cpp(CPP_SOURCE" << (aten_math ? ", aten_headers=True" : "")
+        << ")\n";
     for (const KernelSource& k : kernels) {
       out << k.name << " = _lib.kernel(" << quote(k.name) << ", " << k.args.size() << ", 0)\n";
     }
