@@ -294,3 +294,20 @@ def test_adaptive_avg_pool2d_large_window_is_a_reduction():
     # Windows of 12x6 elements: a sum reduction over the window.
     check_triton(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), make_tensor((2, 3, 24, 18)),
                  kinds=["per"])
+
+
+def test_random_ops():
+    # tl.rand / tl.randn with the seed drawn per call: the distribution, not eager's values.
+    coil = requires_coil()
+    torch.manual_seed(0)
+    f = torch.compile(lambda x: (torch.rand_like(x), torch.randn_like(x) * 2 + 1,
+                                 torch.ops.aten.native_dropout(x, 0.5, True)), backend="coil")
+    u, z, (out, mask) = f(torch.ones(64, 64))
+    records = coil.compiled_graphs()
+    assert all(r.backend == "triton" for r in records) and records[-1].kernel_names
+    assert not [op for r in records for op in r.fallback_ops]
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean().item() - 0.5) < 0.03
+    assert abs(z.mean().item() - 1) < 0.15 and abs(z.std().item() - 2) < 0.15
+    torch.testing.assert_close(out, mask.float() * 2)
+    torch.manual_seed(0)
+    assert torch.equal(f(torch.ones(64, 64))[0], u)

@@ -300,6 +300,11 @@ Value binary(Op op, Value a, Value b) {
                            "); the lowering must cast first");
   }
   DType out = is_comparison(op) ? DType::Bool : a.dtype();
+  // Random numbers: (int64 seed, int64 element counter) -> float32.
+  if (op == Op::Rand || op == Op::Randn) {
+    if (a.dtype() != DType::Int64) throw std::logic_error("rand: seed and counter must be int64");
+    out = DType::Float32;
+  }
   ScalarNode n = make_node(op, out, {a, b});
   return intern(std::move(n));
 }

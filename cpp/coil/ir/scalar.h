@@ -150,6 +150,8 @@ using graph::DType;
   X(HermiteHe, 2, "hermite_polynomial_he")                  \
   X(LaguerreL, 2, "laguerre_polynomial_l")                  \
   X(LegendreP, 2, "legendre_polynomial_p")                  \
+  X(Rand, 2, "rand")                                        \
+  X(Randn, 2, "randn")                                      \
   X(Where, 3, "where")
 
 // SignBit..AiryAi and ShiftLeft..LegendreP are the special functions of lower/special.cpp. The

@@ -607,6 +607,7 @@ const Registry& registry() {
     register_pooling(r);
     register_externs(r);
     register_special(r);
+    register_random(r);
     return r;
   }();
   return reg;

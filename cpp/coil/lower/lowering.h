@@ -2,13 +2,13 @@
 //
 // Each graph node is lowered, in order, by a function registered for its ATen op (one file per op
 // family: pointwise.cpp, special.cpp, reduction.cpp, views.cpp, movement.cpp, creation.cpp,
-// indexing.cpp, pooling.cpp, extern.cpp). A lowering receives TensorBoxes for its tensor inputs
-// and returns TensorBoxes for its outputs (none: the node becomes a fallback, as for an op with no
-// lowering). A TensorBox is lazy: a body describing one element as a function of index variables
-// v0..v{rank-1}. Reading a box at some index substitutes that index into its body, so chains of
-// pointwise ops and views compose into one body without touching memory. A box is realized (stored
-// to a buffer) when a reduction or extern call needs its input in memory, when it is a graph
-// output, or when the thresholds in ir/realize_policy.h say storing beats recomputing.
+// indexing.cpp, pooling.cpp, random.cpp, extern.cpp). A lowering receives TensorBoxes for its
+// tensor inputs and returns TensorBoxes for its outputs (none: the node becomes a fallback, as for
+// an op with no lowering). A TensorBox is lazy: a body describing one element as a function of
+// index variables v0..v{rank-1}. Reading a box at some index substitutes that index into its body,
+// so chains of pointwise ops and views compose into one body without touching memory. A box is
+// realized (stored to a buffer) when a reduction or extern call needs its input in memory, when it
+// is a graph output, or when the thresholds in ir/realize_policy.h say storing beats recomputing.
 //
 // Ops without a lowering become fallback extern calls that run the ATen op from the wrapper.
 //
@@ -91,6 +91,7 @@ void register_indexing(Registry& r);
 void register_externs(Registry& r);
 void register_pooling(Registry& r);
 void register_special(Registry& r);
+void register_random(Registry& r);
 
 // All lowerings, keyed by target ("aten.add.Tensor").
 const Registry& registry();

@@ -79,6 +79,10 @@ std::optional<SpecialText> special_op_text(Op op, const std::vector<std::string>
     // Helpers of the prelude: the operand type is explicit, as for coil_max and friends.
     case Op::ShiftLeft:
       return SpecialText{call("coil_shl<" + t + ">", args)};
+    case Op::Rand:
+      return SpecialText{call("coil_rand", args)};
+    case Op::Randn:
+      return SpecialText{call("coil_randn", args)};
     case Op::ShiftRight:
       return SpecialText{call("coil_shr<" + t + ">", args)};
     case Op::Ldexp:

@@ -181,6 +181,40 @@ inline bool coil_isinf(T a) {
   else return false;
 }
 
+// Random numbers: Philox-4x32 with 10 rounds (Salmon et al., SC'11), a counter-based generator, so
+// element i of a random tensor is a pure function of (seed, i) and any loop order or thread split
+// draws the same numbers.
+struct coil_philox_block { uint32_t v[4]; };
+inline coil_philox_block coil_philox(int64_t seed, int64_t counter) {
+  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(
+      static_cast<uint64_t>(counter) >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(
+      static_cast<uint64_t>(seed) >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return {{c0, c1, c2, c3}};
+}
+// Uniform in [0, 1): the top 24 bits of one output word.
+inline float coil_rand(int64_t seed, int64_t counter) {
+  return static_cast<float>(coil_philox(seed, counter).v[0] >> 8) * (1.0f / 16777216.0f);
+}
+// Standard normal: Box-Muller on two output words (u1 in (0, 1], so the log is finite).
+inline float coil_randn(int64_t seed, int64_t counter) {
+  coil_philox_block b = coil_philox(seed, counter);
+  float u1 = (static_cast<float>(b.v[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
+  float u2 = static_cast<float>(b.v[1] >> 8) * (1.0f / 16777216.0f);
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.283185307179586f * u2);
+}
+
 // Bit shifts with ATen's results for counts outside [0, bits): 0 for a left shift, the sign fill
 // for a right shift.
 template <typename T>

@@ -245,6 +245,11 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
       return infix("|");
     case Op::BitwiseXor:
       return infix("^");
+    // Triton's own Philox generator (the same counter-based scheme as the C++ prelude's).
+    case Op::Rand:
+      return call("tl.rand", a, b);
+    case Op::Randn:
+      return call("tl.randn", a, b);
     case Op::ShiftLeft:
       return "coil_shl(" + a + ", " + b + ", " + std::to_string(graph::dtype_itemsize(d) * 8) + ")";
     case Op::ShiftRight:
