@@ -1,8 +1,22 @@
 """Walks an FX graph once and writes it in coil's graph JSON (see cpp/coil/graph/serialize.h),
-which the C++ graph builder reads. No decisions are made here: only translation."""
+which the C++ graph builder reads. No decisions are made here: only translation.
+
+Tensor constants (get_attr nodes: AOTAutograd keeps `torch.tensor([1, 2])` written inside the
+compiled code, and the masked reductions' identity values, as attributes of the graph module)
+are imported two ways:
+  - a constant of one element becomes `aten.full` of its value: the value is then part of the
+    graph (and of graph.json), kernels read it as a literal, and the kernel cache key, which
+    hashes the kernel source, tells different values apart;
+  - any other constant becomes an extra graph input, after the real ones. import_graph returns
+    these tensors; the compiled callable appends them to the arguments of every call (see
+    backend.compile_fx_graph), so the generated code and the cached kernels never hold values.
+
+Tests: tests/python/test_fx_import.py.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import operator
@@ -58,7 +72,9 @@ def _metas(val, what: str) -> list:
         # Non-tensor elements (attention kernels return seeds and sizes next to tensors) keep
         # their tuple position as an empty float tensor; only a fallback op produces such tuples,
         # and coil never reuses a fallback's outputs.
-        return [tensor_meta(v, what) if isinstance(v, torch.Tensor) else dict(_EMPTY_META) for v in val]
+        return [
+            tensor_meta(v, what) if isinstance(v, torch.Tensor) else dict(_EMPTY_META) for v in val
+        ]
     return []
 
 
@@ -116,15 +132,83 @@ def _placeholder_meta(node: torch.fx.Node, example) -> tuple[list, str]:
     raise UnsupportedGraph(f"input {node.name} of type {type(val).__name__}")
 
 
-def graph_to_dict(gm: torch.fx.GraphModule, example_inputs) -> dict:
+def _constant_value(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tensor:
+    value = gm
+    for part in str(node.target).split("."):
+        value = getattr(value, part, None)
+    if not isinstance(value, torch.Tensor):
+        raise UnsupportedGraph(
+            f"FX node kind get_attr ({node.name}) of type {type(value).__name__}, not a tensor"
+        )
+    return value
+
+
+def _full_node(name: str, value: torch.Tensor) -> dict:
+    """A one-element constant as aten.full of its value (exact: item() is the value widened to a
+    Python int, float or bool)."""
+    meta = tensor_meta(value, name)
+    # The backend runs under AOTAutograd's fake-tensor mode; the constant is a real tensor.
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+        number = value.item()
+    kwargs = {
+        "dtype": _arg(value.dtype, name),
+        "layout": _arg(torch.strided, name),
+        "device": _arg(value.device, name),
+        "pin_memory": {"bool": False},
+    }
+    return {
+        "name": name,
+        "kind": "call",
+        "target": "aten.full.default",
+        "args": [_arg(list(value.shape), name), _arg(number, name)],
+        "kwargs": kwargs,
+        "meta": [meta],
+        "stack_trace": "",
+    }
+
+
+@dataclasses.dataclass
+class ImportedGraph:
+    """What coil's C++ core receives (`json`), and the tensor constants that became graph inputs
+    after the real ones (`constants`, in input order): every call must pass them."""
+
+    json: str
+    constants: list
+
+
+def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None = None) -> dict:
+    """The graph in coil's JSON form. Tensor constants of more than one element become graph
+    inputs after the real ones; their values are appended to `constants` (a list must be given
+    when the graph has such constants)."""
+    placeholders = []
     nodes = []
     placeholder_index = 0
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            example = example_inputs[placeholder_index] if placeholder_index < len(example_inputs) else None
+            example = (
+                example_inputs[placeholder_index]
+                if placeholder_index < len(example_inputs)
+                else None
+            )
             placeholder_index += 1
             meta, scalar = _placeholder_meta(node, example)
-            nodes.append({"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": scalar})
+            placeholders.append(
+                {"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": scalar}
+            )
+        elif node.op == "get_attr":
+            value = _constant_value(gm, node)
+            if value.numel() == 1 and value.layout == torch.strided and value.dtype in _DTYPES:
+                nodes.append(_full_node(node.name, value))
+                continue
+            if constants is None:
+                raise UnsupportedGraph(
+                    f"FX node kind get_attr ({node.name}): no place for constants"
+                )
+            meta = [tensor_meta(value, node.name)]
+            constants.append(value)
+            nodes.append(
+                {"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": ""}
+            )
         elif node.op == "call_function":
             target = _target(node)
             nodes.append(
@@ -142,11 +226,23 @@ def graph_to_dict(gm: torch.fx.GraphModule, example_inputs) -> dict:
             outs = node.args[0]
             if not isinstance(outs, (list, tuple)):
                 outs = [outs]
-            nodes.append({"name": node.name, "kind": "output", "args": [_arg(a, "output") for a in outs]})
+            nodes.append(
+                {"name": node.name, "kind": "output", "args": [_arg(a, "output") for a in outs]}
+            )
         else:
             raise UnsupportedGraph(f"FX node kind {node.op} ({node.name})")
-    return {"format": "coil.graph", "version": 1, "nodes": nodes}
+    # Placeholders come first in coil's graph: constant inputs follow the real ones.
+    constant_inputs = [n for n in nodes if n["kind"] == "placeholder"]
+    calls = [n for n in nodes if n["kind"] != "placeholder"]
+    return {"format": "coil.graph", "version": 1, "nodes": placeholders + constant_inputs + calls}
+
+
+def import_graph(gm: torch.fx.GraphModule, example_inputs) -> ImportedGraph:
+    constants: list = []
+    doc = graph_to_dict(gm, example_inputs, constants)
+    return ImportedGraph(json.dumps(doc), constants)
 
 
 def graph_to_json(gm: torch.fx.GraphModule, example_inputs) -> str:
+    """The JSON of a graph without multi-element tensor constants (UnsupportedGraph otherwise)."""
     return json.dumps(graph_to_dict(gm, example_inputs))

@@ -232,3 +232,13 @@ def test_out_of_bounds_index_raises():
 def test_interpolate(mode):
     kw = {} if mode == "nearest" else {"align_corners": False}
     check_triton(lambda x: F.interpolate(x, scale_factor=2, mode=mode, **kw), make_tensor((1, 2, 4, 5)))
+
+
+def test_tensor_constants():
+    # A three-element constant reaches the kernel as an input, a one-element one as a literal.
+    def f(x, mask):
+        return x * torch.tensor([1.5, -2.0, 4.0]) + torch.tensor(0.25), torch.masked._ops.sum(
+            x, 1, mask=mask
+        )
+
+    check_triton(f, make_tensor((5, 3)), make_tensor((5, 3), torch.bool))
