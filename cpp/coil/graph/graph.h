@@ -1,9 +1,16 @@
 // graph::Graph — the ATen graph as coil receives it.
 //
 // Nodes are in topological order (placeholders first, one output node last). A call node names
-// its ATen op as "aten.<name>.<overload>" (e.g. "aten.add.Tensor"), or "getitem" for taking one
-// element of a tuple-returning op. Each node carries one TensorMeta per tensor it produces (a
-// tuple-returning op has several; a getitem has one). Sizes, strides and offsets are sym::Expr.
+// its ATen op as "aten.<name>.<overload>" (e.g. "aten.add.Tensor"), or one of:
+//   "getitem"       takes one element of a tuple-returning op: (node, index);
+//   "with_effects"  runs an op with side effects, in order (torch's effect tokens): (token, "op",
+//                   op args...), op kwargs; it returns (new token, op results...);
+//   "operator.<f>", "math.<f>", "torch.sym_<f>"  a Python function of numbers (operator.ge,
+//                   torch.sym_ite, ...), as in graphs that compute with the value of .item().
+// Each node carries one TensorMeta per tensor it produces (a tuple-returning op has several; a
+// getitem has one). Sizes, strides and offsets are sym::Expr. A call that produces a Python number
+// instead (aten._local_scalar_dense, the functions of numbers above) has no meta and says which
+// kind of number in scalar_type.
 //
 // The graph prints in an FX-like readable form (to_text) and round-trips through JSON
 // (to_json / from_json, in graph/serialize.h), so a graph a user hit can be saved and recompiled
@@ -35,6 +42,11 @@ enum class DType : uint8_t {
   BFloat16,
   Float32,
   Float64,
+  // torch's "barebones" unsigned types: few ATen ops take them (hash_tensor returns uint64), and
+  // coil leaves every op that reads or makes one to ATen (see lower/lowering.cpp).
+  UInt16,
+  UInt32,
+  UInt64,
 };
 
 // "float32", "bfloat16", "int64", "bool", ... (torch's names without the "torch." prefix).
@@ -44,7 +56,8 @@ const char* dtype_tag(DType d);
 std::optional<DType> dtype_from_name(const std::string& name);
 int dtype_itemsize(DType d);
 bool is_floating(DType d);
-bool is_integral(DType d);  // integers, not bool
+bool is_integral(DType d);       // integers, not bool
+bool is_wide_unsigned(DType d);  // uint16, uint32, uint64
 // The C++ type a kernel uses to store this dtype ("float", "int64_t", "bool", "coil_bf16", ...).
 const char* dtype_cpp_type(DType d);
 
@@ -111,8 +124,9 @@ struct Node {
   std::vector<Arg> args;
   std::vector<std::pair<std::string, Arg>> kwargs;
   std::vector<TensorMeta> meta;  // one per tensor output (empty for non-tensor values)
-  // Placeholders that are scalars (SymInt/int/float inputs) have no meta; their kind is here.
-  std::string scalar_type;  // "", "int", "float", "symint"
+  // Placeholders that are scalars (SymInt/int/float inputs) and calls that produce a Python number
+  // have no meta; their kind is here.
+  std::string scalar_type;  // "", "int", "float", "symint" (placeholders), "bool" (calls)
   std::string stack_trace;  // the user's source line(s) that produced this node, if known
 
   const Arg* kwarg(const std::string& key) const;
@@ -129,7 +143,7 @@ class Graph {
   int add_placeholder(std::string name, std::vector<TensorMeta> meta, std::string scalar_type = "");
   int add_call(std::string name, std::string target, std::vector<Arg> args,
                std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
-               std::string stack_trace = "");
+               std::string stack_trace = "", std::string scalar_type = "");
   // The graph's outputs: a list of Arg (nodes, or None / constants).
   int set_output(std::vector<Arg> outputs);
 

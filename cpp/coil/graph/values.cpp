@@ -28,6 +28,12 @@ const char* dtype_tag(DType d) {
       return "f32";
     case DType::Float64:
       return "f64";
+    case DType::UInt16:
+      return "u16";
+    case DType::UInt32:
+      return "u32";
+    case DType::UInt64:
+      return "u64";
   }
   return "?";
 }
@@ -53,6 +59,9 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::BFloat16, "bfloat16", 2, "coil_bf16"},
     {DType::Float32, "float32", 4, "float"},
     {DType::Float64, "float64", 8, "double"},
+    {DType::UInt16, "uint16", 2, "uint16_t"},
+    {DType::UInt32, "uint32", 4, "uint32_t"},
+    {DType::UInt64, "uint64", 8, "uint64_t"},
 };
 
 const DTypeInfo& info(DType d) {
@@ -93,7 +102,11 @@ bool is_floating(DType d) {
 
 bool is_integral(DType d) {
   return d == DType::UInt8 || d == DType::Int8 || d == DType::Int16 || d == DType::Int32 ||
-         d == DType::Int64;
+         d == DType::Int64 || is_wide_unsigned(d);
+}
+
+bool is_wide_unsigned(DType d) {
+  return d == DType::UInt16 || d == DType::UInt32 || d == DType::UInt64;
 }
 
 const char* dtype_cpp_type(DType d) {
