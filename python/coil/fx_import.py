@@ -1,6 +1,10 @@
 """Walks an FX graph once and writes it in coil's graph JSON (see cpp/coil/graph/serialize.h),
 which the C++ graph builder reads. No decisions are made here: only translation.
 
+Besides ATen calls, graphs hold: effectful ops threaded by effect tokens (`with_effects`, kept as
+such: coil runs the op in order), Python numbers read from tensors (`.item()`: a call with a
+scalar_type and no tensor metadata) and Python functions of them (`operator.ge`, `torch.sym_ite`).
+
 Tensor constants (get_attr nodes: AOTAutograd keeps `torch.tensor([1, 2])` written inside the
 compiled code, and the masked reductions' identity values, as attributes of the graph module)
 are imported two ways:
@@ -36,6 +40,10 @@ _DTYPES = {
     torch.float32: "float32",
     torch.float64: "float64",
 }
+# torch's barebones unsigned types (few ops take them: coil leaves those to ATen).
+for _name in ("uint16", "uint32", "uint64"):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = _name
 
 
 _EMPTY_META = {"dtype": "float32", "device": "cpu", "sizes": [0], "strides": [1], "offset": 0}
@@ -110,13 +118,73 @@ def _arg(a, what: str):
     raise UnsupportedGraph(f"argument of type {type(a).__name__} in {what}")
 
 
+def _python_function(t) -> str | None:
+    """"operator.ge", "math.floor", "torch.sym_ite": a Python function of numbers, as graphs
+    that compute with the value of .item() call them; None for anything else."""
+    name = getattr(t, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    if getattr(operator, name, None) is t:
+        return f"operator.{name}"
+    if getattr(math, name, None) is t:
+        return f"math.{name}"
+    if name.startswith(("sym_", "_sym_")) and getattr(torch, name, None) is t:
+        return f"torch.{name}"
+    return None
+
+
 def _target(node: torch.fx.Node) -> str:
     t = node.target
     if t is operator.getitem:
         return "getitem"
     if isinstance(t, torch._ops.OpOverload):
         return str(t)  # "aten.add.Tensor"
+    if _is_with_effects(t):
+        return "with_effects"
+    function = _python_function(t)
+    if function is not None and _scalar_type(node.meta.get("val")):
+        return function
     raise UnsupportedGraph(f"call to {t} in node {node.name}")
+
+
+def _is_with_effects(t) -> bool:
+    return isinstance(t, torch._ops.HigherOrderOperator) and t.name() == "with_effects"
+
+
+def _scalar_type(val) -> str:
+    """The kind of Python number a node produces ("" for anything else): .item() of a tensor
+    (an unbacked SymInt/SymFloat/SymBool while tracing), and numbers computed from it."""
+    if isinstance(val, (bool, torch.SymBool)):
+        return "bool"
+    if isinstance(val, (int, torch.SymInt)):
+        return "int"
+    if isinstance(val, (float, torch.SymFloat)):
+        return "float"
+    return ""
+
+
+def _call_node(node: torch.fx.Node) -> dict:
+    target = _target(node)
+    args = list(node.args)
+    val = node.meta.get("val")
+    if target == "with_effects":
+        # with_effects(token, op, *args, **kwargs) -> (new token, op's results...)
+        op = args[1]
+        if not isinstance(op, torch._ops.OpOverload):
+            raise UnsupportedGraph(f"with_effects of {op} in node {node.name} (not an ATen op)")
+        args[1] = str(op)
+        if not op._schema.returns and isinstance(val, (tuple, list)):
+            val = val[:1]  # (token, None): the op returns nothing
+    return {
+        "name": node.name,
+        "kind": "call",
+        "target": target,
+        "args": [_arg(a, node.name) for a in args],
+        "kwargs": {k: _arg(v, node.name) for k, v in node.kwargs.items()},
+        "meta": _metas(val, node.name),
+        "scalar_type": _scalar_type(val),
+        "stack_trace": node.meta.get("stack_trace") or "",
+    }
 
 
 def _placeholder_meta(node: torch.fx.Node, example) -> tuple[list, str]:
@@ -210,18 +278,7 @@ def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | No
                 {"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": ""}
             )
         elif node.op == "call_function":
-            target = _target(node)
-            nodes.append(
-                {
-                    "name": node.name,
-                    "kind": "call",
-                    "target": target,
-                    "args": [_arg(a, node.name) for a in node.args],
-                    "kwargs": {k: _arg(v, node.name) for k, v in node.kwargs.items()},
-                    "meta": _metas(node.meta.get("val"), node.name),
-                    "stack_trace": node.meta.get("stack_trace") or "",
-                }
-            )
+            nodes.append(_call_node(node))
         elif node.op == "output":
             outs = node.args[0]
             if not isinstance(outs, (list, tuple)):

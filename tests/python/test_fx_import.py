@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import check, coil_records, make_tensor, requires_coil, reset_compiler
+from conftest import BACKEND, check, coil_records, make_tensor, requires_coil, reset_compiler
 from torch._dynamo.backends.common import aot_autograd
 
 # --------------------------------------------------------------------------------------------
@@ -173,3 +173,138 @@ def test_constants_on_the_disk_cache(tmp_path, capsys):
         assert "cache hit" not in run(with_scalar(2.0))
         assert "cache hit" in run(with_scalar(2.0))
         assert "cache hit" not in run(with_scalar(-7.0))
+
+
+# --------------------------------------------------------------------------------------------
+# ops with side effects (with_effects)
+# --------------------------------------------------------------------------------------------
+
+
+def _well_conditioned(n, dtype=torch.float64):
+    return make_tensor((n, n), dtype) + n * torch.eye(n, dtype=dtype)
+
+
+def test_linalg_ops_with_error_checks():
+    # torch.linalg.inv checks its info output through an effectful op (_linalg_check_errors).
+    a = _well_conditioned(4)
+    b = make_tensor((4, 2), torch.float64)
+    check(lambda a: torch.linalg.inv(a) * 2, a)
+    check(lambda a, b: torch.linalg.solve(a, b) + 1, a, b)
+
+
+def test_linalg_error_check_runs():
+    # The check is an op whose result nobody reads: it must still run (and raise, as eager does).
+    compiled = torch.compile(lambda a: torch.linalg.inv(a) + 1, backend=BACKEND)
+    compiled(_well_conditioned(3))
+    singular = torch.ones(3, 3, dtype=torch.float64)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.inv(singular)
+    with pytest.raises(torch.linalg.LinAlgError):
+        compiled(singular)
+
+
+_LOG: list = []
+
+
+@torch.library.custom_op("coil_test::log_sum", mutates_args=())
+def _log_sum(x: torch.Tensor, tag: int) -> None:
+    _LOG.append((tag, float(x.sum())))
+
+
+@_log_sum.register_fake
+def _(x, tag):
+    return None
+
+
+def _register_effect():
+    effects = pytest.importorskip("torch._higher_order_ops.effects")
+    effect_type = getattr(effects, "_EffectType", None)
+    if effect_type is None or not hasattr(effects, "_register_effectful_op"):
+        pytest.skip("this torch has no effectful-op registration")
+    try:
+        effects._register_effectful_op(torch.ops.coil_test.log_sum.default, effect_type.ORDERED)
+    except Exception as e:  # already registered (a second run in one process)
+        if "already" not in str(e).lower():
+            raise
+
+
+def test_effectful_custom_ops_run_in_order():
+    _register_effect()
+
+    # The second call could run first (it reads only the input): the effect order forbids it.
+    def fn(x):
+        y = torch.mm(x, x)
+        torch.ops.coil_test.log_sum(y, 1)
+        torch.ops.coil_test.log_sum(x, 2)
+        torch.ops.coil_test.log_sum(x * 3, 3)
+        return y + 1
+
+    x = make_tensor((4, 4), torch.float64)
+    _LOG.clear()
+    expected = fn(x)
+    eager_log = list(_LOG)
+    _LOG.clear()
+    out = torch.compile(fn, backend=BACKEND, fullgraph=True)(x)
+    torch.testing.assert_close(out, expected)
+    assert [tag for tag, _ in _LOG] == [1, 2, 3], _LOG
+    torch.testing.assert_close([v for _, v in _LOG], [v for _, v in eager_log])
+    if BACKEND == "coil":
+        records = coil_records()
+        assert records and not any(r.eager_fallback for r in records), records
+        ops = [op for r in records for op in r.fallback_ops]
+        assert ops.count("coil_test.log_sum.default") == 3, ops
+
+
+# --------------------------------------------------------------------------------------------
+# Python numbers read from tensors (.item())
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def capture_scalars():
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        yield
+
+
+@pytest.mark.usefixtures("capture_scalars")
+def test_item_used_by_tensor_ops():
+    x = make_tensor((3, 4), torch.float64)
+    k = torch.tensor([3, -2])
+    check(lambda x, k: (x * k[0].item(), x.sum().item()), x, k)
+
+
+@pytest.mark.usefixtures("capture_scalars")
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.float32])
+def test_item_returned(dtype):
+    x = make_tensor((3,), dtype)
+    out = check(lambda x: x[1].item(), x)
+    assert type(out) is type(x[1].item())
+
+
+@pytest.mark.usefixtures("capture_scalars")
+def test_item_in_a_runtime_check():
+    # torch._check on a number read from a tensor becomes aten._assert_scalar: it must run.
+    def fn(x):
+        n = x.max().item()
+        torch._check(n >= 0)
+        return x * 2
+
+    compiled = torch.compile(fn, backend=BACKEND, fullgraph=True)
+    x = torch.tensor([1, 5, 2])
+    assert torch.equal(compiled(x), fn(x))
+    if BACKEND == "coil":
+        assert not any(r.eager_fallback for r in coil_records()), coil_records()
+    with pytest.raises(RuntimeError):
+        compiled(torch.tensor([-1, -5, -2]))
+
+
+# --------------------------------------------------------------------------------------------
+# uint64 and the other wide unsigned types: ATen computes them
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(torch, "hash_tensor"), reason="torch.hash_tensor is newer")
+def test_hash_tensor_returns_uint64():
+    x = make_tensor((4, 5))
+    out = check(lambda x: (torch.hash_tensor(x + 1), torch.hash_tensor(x, dim=1)), x)
+    assert out[0].dtype == torch.uint64

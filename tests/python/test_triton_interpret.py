@@ -242,3 +242,13 @@ def test_tensor_constants():
         )
 
     check_triton(f, make_tensor((5, 3)), make_tensor((5, 3), torch.bool))
+
+
+def test_effects_and_numbers():
+    # with_effects (linalg.inv's error check) and .item() run in the wrapper, as on the C++ path.
+    def f(a):
+        return torch.linalg.inv(a) * 2 + a[0, 0].item()
+
+    a = make_tensor((4, 4), torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        check_triton(f, a)
