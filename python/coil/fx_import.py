@@ -8,9 +8,9 @@ scalar_type and no tensor metadata) and Python functions of them (`operator.ge`,
 Tensor constants (get_attr nodes: AOTAutograd keeps `torch.tensor([1, 2])` written inside the
 compiled code, and the masked reductions' identity values, as attributes of the graph module)
 are imported two ways:
-  - a constant of one element becomes `aten.full` of its value: the value is then part of the
-    graph (and of graph.json), kernels read it as a literal, and the kernel cache key, which
-    hashes the kernel source, tells different values apart;
+  - a constant of one element made while tracing becomes `aten.full` of its value: the value is
+    then part of the graph (and of graph.json), kernels read it as a literal, and the kernel cache
+    key, which hashes the kernel source, tells different values apart;
   - any other constant becomes an extra graph input, after the real ones. import_graph returns
     these tensors; the compiled callable appends them to the arguments of every call (see
     backend.compile_fx_graph), so the generated code and the cached kernels never hold values.
@@ -119,8 +119,8 @@ def _arg(a, what: str):
 
 
 def _python_function(t) -> str | None:
-    """"operator.ge", "math.floor", "torch.sym_ite": a Python function of numbers, as graphs
-    that compute with the value of .item() call them; None for anything else."""
+    """The name of a Python function of numbers ("operator.ge", "math.floor", "torch.sym_ite"),
+    as graphs that compute with the value of .item() call them; None for anything else."""
     name = getattr(t, "__name__", None)
     if not isinstance(name, str):
         return None
@@ -211,6 +211,20 @@ def _constant_value(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tens
     return value
 
 
+def _is_literal(node: torch.fx.Node, value: torch.Tensor) -> bool:
+    """Whether a constant may be written into the graph as its value: one element, and made while
+    tracing (FX names those "_tensor_constant<N>"; nothing outside the graph can change them). A
+    module's parameter or buffer held as an attribute stays an input, so that in-place updates
+    between calls are seen."""
+    return (
+        str(node.target).startswith("_tensor_constant")
+        and not isinstance(value, torch.nn.Parameter)
+        and value.numel() == 1
+        and value.layout == torch.strided
+        and value.dtype in _DTYPES
+    )
+
+
 def _full_node(name: str, value: torch.Tensor) -> dict:
     """A one-element constant as aten.full of its value (exact: item() is the value widened to a
     Python int, float or bool)."""
@@ -265,7 +279,7 @@ def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | No
             )
         elif node.op == "get_attr":
             value = _constant_value(gm, node)
-            if value.numel() == 1 and value.layout == torch.strided and value.dtype in _DTYPES:
+            if _is_literal(node, value):
                 nodes.append(_full_node(node.name, value))
                 continue
             if constants is None:

@@ -82,6 +82,26 @@ def test_get_attr_of_a_module_is_unsupported():
         fx_import.import_graph(gm, [torch.ones(2)])
 
 
+def test_module_attributes_stay_inputs():
+    # A one-element parameter or buffer held as an attribute is passed (the same tensor object,
+    # so in-place updates between calls are seen), not written into the graph as a value.
+    requires_coil()
+    from coil import fx_import
+
+    root = torch.nn.Module()
+    root.register_buffer("scale", torch.tensor(2.0))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    scale = graph.get_attr("scale")
+    graph.output((graph.call_function(torch.ops.aten.mul.Tensor, (x, scale)),))
+    gm = torch.fx.GraphModule(root, graph)
+    for node in gm.graph.nodes:
+        node.meta["val"] = torch.ones(3) if node.op != "output" else None
+    imported = fx_import.import_graph(gm, [torch.ones(3)])
+    assert len(imported.constants) == 1 and imported.constants[0] is root.scale
+    assert "aten.full.default" not in imported.json
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16]
 )
