@@ -103,7 +103,8 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     _records.append(record)
     record.debug_dir = _debug_dir(opts, record)
     try:
-        graph_json = fx_import.graph_to_json(gm, example_inputs)
+        imported = fx_import.import_graph(gm, example_inputs)
+        graph_json = imported.json
     except fx_import.UnsupportedGraph as e:
         return _eager(gm, record, f"graph not supported: {e}", None)
     try:
@@ -129,9 +130,23 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         folder = record.debug_dir or _failure_dir(graph_json, record)
         return _eager(gm, record, f"{type(e).__name__}: {e}", folder)
     _log(opts, result["artifacts"], record.fallback_ops, record)
-    call = module.call
+    call = _with_constants(module.call, imported.constants)
     call._boxed_call = True
     return call
+
+
+def _with_constants(call, constants: list):
+    """The generated call(args), given the graph's tensor constants as its last inputs (see
+    fx_import): the compiled graph holds on to them, the generated code and kernels do not."""
+    if not constants:
+        return call
+    constants = tuple(constants)
+
+    def call_with_constants(args):
+        args.extend(constants)
+        return call(args)
+
+    return call_with_constants
 
 
 def _failure_dir(graph_json: str, record: CompiledGraph) -> str | None:

@@ -311,3 +311,23 @@ def test_random_ops():
     torch.testing.assert_close(out, mask.float() * 2)
     torch.manual_seed(0)
     assert torch.equal(f(torch.ones(64, 64))[0], u)
+
+
+def test_tensor_constants():
+    # A three-element constant reaches the kernel as an input, a one-element one as a literal.
+    def f(x, mask):
+        return x * torch.tensor([1.5, -2.0, 4.0]) + torch.tensor(0.25), torch.masked._ops.sum(
+            x, 1, mask=mask
+        )
+
+    check_triton(f, make_tensor((5, 3)), make_tensor((5, 3), torch.bool))
+
+
+def test_effects_and_numbers():
+    # with_effects (linalg.inv's error check) and .item() run in the wrapper, as on the C++ path.
+    def f(a):
+        return torch.linalg.inv(a) * 2 + a[0, 0].item()
+
+    a = make_tensor((4, 4), torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        check_triton(f, a)

@@ -30,6 +30,11 @@ bool valid_scalar_type(const std::string& t) {
   return t.empty() || t == "int" || t == "float" || t == "symint";
 }
 
+// The number a call may produce: unbacked SymInt/SymFloat/SymBool values (data-dependent).
+bool valid_call_scalar_type(const std::string& t) {
+  return t.empty() || t == "int" || t == "float" || t == "bool";
+}
+
 void check_meta(const Node& n) {
   for (size_t k = 0; k < n.meta.size(); ++k) {
     const TensorMeta& m = n.meta[k];
@@ -63,8 +68,23 @@ void check_placeholder(const Node& n, bool after_call) {
 
 void check_call(const Node& n) {
   if (n.target.empty()) throw GraphError("call " + label(n) + " has an empty target");
-  if (!n.scalar_type.empty()) {
-    throw GraphError("call " + label(n) + " has a scalar_type; only placeholders have one");
+  if (!valid_call_scalar_type(n.scalar_type)) {
+    throw GraphError("call " + label(n) + " has unknown scalar_type '" + n.scalar_type +
+                     "'; expected \"\", \"int\", \"float\" or \"bool\"");
+  }
+  if (!n.scalar_type.empty() && !n.meta.empty()) {
+    throw GraphError("call " + label(n) + " produces a number (" + n.scalar_type +
+                     ") but has tensor metadata");
+  }
+  if (n.target == "with_effects") {
+    bool ok = n.args.size() >= 2 && n.args[0].is_node() && n.args[1].kind == Arg::Kind::Str &&
+              !n.args[1].s.empty() && !n.meta.empty();
+    if (!ok) {
+      throw GraphError("with_effects " + label(n) +
+                       " must have a token node and an op name as its first two arguments, and "
+                       "produce at least the new token");
+    }
+    return;
   }
   if (n.target != "getitem") return;
   bool ok = n.args.size() == 2 && n.kwargs.empty() && n.args[0].is_node() &&
@@ -113,7 +133,7 @@ int Graph::add_placeholder(std::string name, std::vector<TensorMeta> meta,
 
 int Graph::add_call(std::string name, std::string target, std::vector<Arg> args,
                     std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
-                    std::string stack_trace) {
+                    std::string stack_trace, std::string scalar_type) {
   if (output()) throw GraphError("cannot add node '" + name + "' after the output node");
   Node n;
   n.id = int(nodes_.size());
@@ -124,6 +144,7 @@ int Graph::add_call(std::string name, std::string target, std::vector<Arg> args,
   n.kwargs = std::move(kwargs);
   n.meta = std::move(meta);
   n.stack_trace = std::move(stack_trace);
+  n.scalar_type = std::move(scalar_type);
   check_refs(n, nodes_);
   nodes_.push_back(std::move(n));
   return nodes_.back().id;

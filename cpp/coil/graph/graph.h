@@ -1,9 +1,16 @@
 // graph::Graph — the ATen graph as coil receives it.
 //
 // Nodes are in topological order (placeholders first, one output node last). A call node names
-// its ATen op as "aten.<name>.<overload>" (e.g. "aten.add.Tensor"), or "getitem" for taking one
-// element of a tuple-returning op. Each node carries one TensorMeta per tensor it produces (a
-// tuple-returning op has several; a getitem has one). Sizes, strides and offsets are sym::Expr.
+// its ATen op as "aten.<name>.<overload>" (e.g. "aten.add.Tensor"), or one of:
+//   "getitem"       takes one element of a tuple-returning op: (node, index);
+//   "with_effects"  runs an op with side effects, in order (torch's effect tokens): (token, "op",
+//                   op args...), op kwargs; it returns (new token, op results...);
+//   "operator.<f>", "math.<f>", "torch.sym_<f>"  a Python function of numbers (operator.ge,
+//                   torch.sym_ite, ...), as in graphs that compute with the value of .item().
+// Each node carries one TensorMeta per tensor it produces (a tuple-returning op has several; a
+// getitem has one). Sizes, strides and offsets are sym::Expr. A call that produces a Python number
+// instead (aten._local_scalar_dense, the functions of numbers above) has no meta and says which
+// kind of number in scalar_type.
 //
 // The graph prints in an FX-like readable form (to_text) and round-trips through JSON
 // (to_json / from_json, in graph/serialize.h), so a graph a user hit can be saved and recompiled
@@ -36,7 +43,8 @@ enum class DType : uint8_t {
   Float32,
   Float64,
   // Only ever the dtype of tensors that ATen ops (fallbacks) make and read: coil computes nothing
-  // in them (fft's complex intermediates, hash_tensor's uint64 result).
+  // in them (fft's complex intermediates; torch's "barebones" unsigned types, such as
+  // hash_tensor's uint64 result). See graph::is_opaque and Lowering::touches_opaque_dtype.
   Complex64,
   Complex128,
   UInt16,
@@ -51,8 +59,9 @@ const char* dtype_tag(DType d);
 std::optional<DType> dtype_from_name(const std::string& name);
 int dtype_itemsize(DType d);
 bool is_floating(DType d);
-bool is_integral(DType d);  // integers, not bool
-// Complex and unsigned wider than 8 bits: dtypes only ATen ops (fallbacks) compute in.
+bool is_integral(DType d);       // integers, not bool
+bool is_wide_unsigned(DType d);  // uint16, uint32, uint64
+// Complex and wide unsigned: dtypes only ATen ops (fallbacks) compute in.
 bool is_opaque(DType d);
 // The C++ type a kernel uses to store this dtype ("float", "int64_t", "bool", "coil_bf16", ...).
 const char* dtype_cpp_type(DType d);
@@ -120,8 +129,9 @@ struct Node {
   std::vector<Arg> args;
   std::vector<std::pair<std::string, Arg>> kwargs;
   std::vector<TensorMeta> meta;  // one per tensor output (empty for non-tensor values)
-  // Placeholders that are scalars (SymInt/int/float inputs) have no meta; their kind is here.
-  std::string scalar_type;  // "", "int", "float", "symint"
+  // Placeholders that are scalars (SymInt/int/float inputs) and calls that produce a Python number
+  // have no meta; their kind is here.
+  std::string scalar_type;  // "", "int", "float", "symint" (placeholders), "bool" (calls)
   std::string stack_trace;  // the user's source line(s) that produced this node, if known
 
   const Arg* kwarg(const std::string& key) const;
@@ -138,7 +148,7 @@ class Graph {
   int add_placeholder(std::string name, std::vector<TensorMeta> meta, std::string scalar_type = "");
   int add_call(std::string name, std::string target, std::vector<Arg> args,
                std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
-               std::string stack_trace = "");
+               std::string stack_trace = "", std::string scalar_type = "");
   // The graph's outputs: a list of Arg (nodes, or None / constants).
   int set_output(std::vector<Arg> outputs);
 

@@ -174,6 +174,8 @@ Json node_to_json(const Node& n, const Graph& g) {
       for (const auto& [key, a] : n.kwargs) kwargs.set(key, arg_to_json(a, g, 1));
       obj.set("kwargs", std::move(kwargs));
       obj.set("meta", metas_to_json(n.meta));
+      // Written only for calls that produce a number, so other graphs' JSON stays as it was.
+      if (!n.scalar_type.empty()) obj.set("scalar_type", n.scalar_type);
       obj.set("stack_trace", n.stack_trace);
       break;
     }
@@ -334,7 +336,6 @@ void Reader::read_node(const Json& j, Graph& g) {
     only(stack_trace.empty(), "has no \"stack_trace\"");
   } else if (kind == "call") {
     only(!target.empty(), "needs a non-empty \"target\" (the op, e.g. \"aten.add.Tensor\")");
-    only(scalar_type.empty(), "has no \"scalar_type\" (only placeholders do)");
   } else if (kind == "output") {
     only(name == "output", "must be named \"output\"");
     only(target.empty() && kwargs.empty() && meta.empty() && scalar_type.empty() &&
@@ -350,7 +351,7 @@ void Reader::read_node(const Json& j, Graph& g) {
       id = g.add_placeholder(name, std::move(meta), std::move(scalar_type));
     } else if (kind == "call") {
       id = g.add_call(name, std::move(target), std::move(args), std::move(kwargs), std::move(meta),
-                      std::move(stack_trace));
+                      std::move(stack_trace), std::move(scalar_type));
     } else {
       id = g.set_output(std::move(args));
     }
@@ -480,7 +481,7 @@ TensorMeta Reader::read_meta(const Json& j) {
   std::optional<DType> d = dtype_from_name(dtype);
   if (!d) {
     fail("unknown dtype \"" + dtype + "\"; expected bool, uint8, int8, int16, int32, int64, " +
-         "float16, bfloat16, float32 or float64");
+         "float16, bfloat16, float32, float64, uint16, uint32 or uint64");
   }
   m.dtype = *d;
   if (j.find("device")) m.device = read_string(j, "device", "a tensor meta", true);

@@ -19,7 +19,8 @@
 //     "scalar_type" and "stack_trace" default to empty. scalar_type is "", "int", "float" or
 //     "symint"; a scalar placeholder has no meta.
 //   META: {"dtype": "float32", "device": "cpu", "sizes": [E...], "strides": [E...], "offset": E}
-//     dtype is torch's name ("bool", "uint8", ..., "bfloat16", "float32", "float64");
+//     dtype is torch's name ("bool", "uint8", ..., "bfloat16", "float32", "float64", "uint16",
+//     "uint32", "uint64");
 //     device defaults to "cpu" and offset to 0 when absent.
 //   ARG: null (None) or an object with one tag:
 //     {"int": 3}  {"float": 1.5}  {"float": "inf"|"-inf"|"nan"}  {"bool": true}  {"str": "tanh"}

@@ -65,9 +65,9 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::Float64, "float64", 8, "double"},
     {DType::Complex64, "complex64", 8, "void"},
     {DType::Complex128, "complex128", 16, "void"},
-    {DType::UInt16, "uint16", 2, "void"},
-    {DType::UInt32, "uint32", 4, "void"},
-    {DType::UInt64, "uint64", 8, "void"},
+    {DType::UInt16, "uint16", 2, "uint16_t"},
+    {DType::UInt32, "uint32", 4, "uint32_t"},
+    {DType::UInt64, "uint64", 8, "uint64_t"},
 };
 
 const DTypeInfo& info(DType d) {
@@ -113,7 +113,11 @@ bool is_opaque(DType d) {
 
 bool is_integral(DType d) {
   return d == DType::UInt8 || d == DType::Int8 || d == DType::Int16 || d == DType::Int32 ||
-         d == DType::Int64;
+         d == DType::Int64 || is_wide_unsigned(d);
+}
+
+bool is_wide_unsigned(DType d) {
+  return d == DType::UInt16 || d == DType::UInt32 || d == DType::UInt64;
 }
 
 const char* dtype_cpp_type(DType d) {

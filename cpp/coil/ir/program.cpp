@@ -190,7 +190,13 @@ std::string Program::to_text() const {
   }
   out << "outputs:";
   for (const GraphOutput& o : outputs) {
-    out << " " << (o.is_none ? "None" : o.ref.buffer + exprs_text(o.ref.sizes));
+    if (o.is_none) {
+      out << " None";
+    } else if (!o.scalar.empty()) {
+      out << " " << o.scalar << "(number)";
+    } else {
+      out << " " << o.ref.buffer << exprs_text(o.ref.sizes);
+    }
   }
   out << "\n";
   return out.str();

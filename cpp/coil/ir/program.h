@@ -69,13 +69,21 @@ struct TensorRef {
 // A call the wrapper makes into torch: an ATen op (mm, convolution, any op coil cannot lower).
 // Arguments keep the graph's form; an Arg of kind Node refers to tensors[arg.node].
 struct ExternCall {
-  std::string op;  // "aten.mm.default"
+  std::string op;  // "aten.mm.default"; or a Python function of numbers: "operator.ge", ...
   std::vector<graph::Arg> args;
   std::vector<std::pair<std::string, graph::Arg>> kwargs;
   std::vector<TensorRef> tensors;
+  // Python numbers the call reads (wrapper variables): an Arg of kind Node with a negative index
+  // k refers to host_scalars[-1 - k].
+  std::vector<std::string> host_scalars;
   std::vector<std::string> outputs;  // one buffer per tensor the op returns (tuple order)
+  // A call that produces a Python number (aten._local_scalar_dense, operator.ge, ...): the
+  // wrapper variable it is stored in; such a call has no tensor outputs.
+  std::string scalar_output;
   bool returns_tuple = false;
   bool is_fallback = false;  // true: coil has no lowering; false: a deliberate library call
+  // An op with side effects (graph "with_effects"): it runs after every earlier such op.
+  bool has_effects = false;
   // The single output's layout is one coil chose (channels-last convolutions), not the graph's
   // meta: the wrapper checks the library returned it and re-lays the result out otherwise.
   bool requires_output_strides = false;
@@ -122,7 +130,9 @@ struct Buffer {
 
 struct GraphOutput {
   bool is_none = false;
+  std::string scalar;  // a Python number: the wrapper variable holding it (then ref is unused)
   TensorRef ref;
+  bool is_tensor() const { return !is_none && scalar.empty(); }
 };
 
 struct Program {

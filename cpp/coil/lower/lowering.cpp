@@ -130,8 +130,17 @@ bool Lowering::is_tensor(const graph::Arg& a) const {
   return a.kind == graph::Arg::Kind::Node && !values_.at(a.node).empty();
 }
 
+const std::string* Lowering::host_scalar(int id) const {
+  auto it = host_scalars_.find(id);
+  return it == host_scalars_.end() ? nullptr : &it->second;
+}
+
 const TensorBox& Lowering::box(const graph::Arg& a) const {
   if (a.kind != graph::Arg::Kind::Node) throw std::logic_error("expected a tensor argument");
+  if (host_scalar(a.node)) {
+    throw std::logic_error("argument %" + g_.node(a.node).name +
+                           " is a Python number computed at run time, not a tensor");
+  }
   const auto& boxes = values_.at(a.node);
   if (boxes.size() != 1) {
     throw std::logic_error("argument %" + g_.node(a.node).name + " is not a single tensor");
@@ -313,17 +322,23 @@ TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
 
 namespace {
 
-// Replaces tensor arguments by indices into `tensors`, realizing them as needed. A fallback op
+// Replaces tensor arguments by indices into `tensors`, realizing them as needed, and Python
+// numbers computed at run time by negative indices into `host_scalars`. A fallback op
 // gets each tensor with the strides eager gave it (the graph's meta): some ATen kernels (the
 // attention backward ops, for one) assume the layouts their forward produced.
 graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
-                         bool eager_strides) {
+                         std::vector<std::string>& host_scalars, bool eager_strides) {
   if (a.kind == graph::Arg::Kind::List) {
     std::vector<graph::Arg> items;
-    for (const auto& item : a.list) items.push_back(to_extern_arg(L, item, tensors, eager_strides));
+    for (const auto& item : a.list)
+      items.push_back(to_extern_arg(L, item, tensors, host_scalars, eager_strides));
     return graph::Arg::list_of(std::move(items));
   }
   if (a.kind != graph::Arg::Kind::Node) return a;
+  if (const std::string* var = L.host_scalar(a.node)) {
+    host_scalars.push_back(*var);
+    return graph::Arg::node_ref(-static_cast<int>(host_scalars.size()));
+  }
   ir::TensorRef ref = L.as_ref(L.box(a));
   const graph::Node& src = L.graph().node(a.node);
   if (eager_strides && src.meta.size() == 1 && src.meta[0].strides.size() == ref.strides.size()) {
@@ -350,9 +365,15 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.is_fallback = is_fallback;
   call.origin = n.name;
   for (const auto& a : n.args)
-    call.args.push_back(to_extern_arg(*this, a, call.tensors, is_fallback));
-  for (const auto& [k, a] : n.kwargs)
-    call.kwargs.push_back({k, to_extern_arg(*this, a, call.tensors, is_fallback)});
+    call.args.push_back(to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback));
+  for (const auto& [k, a] : n.kwargs) {
+    call.kwargs.push_back(
+        {k, to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback)});
+  }
+  if (!n.scalar_type.empty()) {
+    call.scalar_output = n.name;  // FX names are Python identifiers, unique in the graph
+    host_scalars_[n.id] = n.name;
+  }
   call.returns_tuple = n.meta.size() != 1;
   int extern_id = static_cast<int>(prog_.externs.size());
   std::vector<TensorBox> out;
@@ -385,22 +406,6 @@ std::vector<TensorBox> Lowering::add_input_mutation(const graph::Node& n) {
   std::vector<TensorBox> out = add_extern(n, /*is_fallback=*/false);
   prog_.externs.back().mutates.push_back(g_.node(dst.node).name);
   return out;
-}
-
-bool Lowering::touches_opaque_dtype(const graph::Node& n) const {
-  for (const graph::TensorMeta& m : n.meta) {
-    if (graph::is_opaque(m.dtype)) return true;
-  }
-  std::function<bool(const graph::Arg&)> opaque = [&](const graph::Arg& a) {
-    if (a.kind == graph::Arg::Kind::List) return std::any_of(a.list.begin(), a.list.end(), opaque);
-    if (a.kind == graph::Arg::Kind::DType) return graph::is_opaque(a.dtype);
-    return is_tensor(a) && graph::is_opaque(box(a).dtype);
-  };
-  for (const graph::Arg& a : n.args)
-    if (opaque(a)) return true;
-  for (const auto& [k, a] : n.kwargs)
-    if (opaque(a)) return true;
-  return false;
 }
 
 void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
@@ -452,6 +457,23 @@ void Lowering::lower_node(const graph::Node& n) {
     values_[n.id] = {boxes[i]};
     return;
   }
+  if (n.target == "with_effects") {
+    lower_with_effects(n);
+    return;
+  }
+  // Python numbers are computed by the wrapper (nothing a kernel does makes one); so are the ops
+  // that read them: coil's kernels take tensors only.
+  if (!n.scalar_type.empty() || reads_host_scalar(n)) {
+    bool makes_tensors = !n.meta.empty();
+    values_[n.id] = add_extern(n, /*is_fallback=*/makes_tensors);
+    return;
+  }
+  // Complex and uint16/32/64 tensors: coil's lowerings and promotion rules do not cover them (and
+  // torch defines few ops on the unsigned ones); ATen computes whatever reads or makes one.
+  if (touches_opaque_dtype(n)) {
+    values_[n.id] = add_extern(n, /*is_fallback=*/true);
+    return;
+  }
 
   const Registry& reg = registry();
   auto it = reg.find(n.target);
@@ -462,8 +484,6 @@ void Lowering::lower_node(const graph::Node& n) {
     // delinearizes by the sizes): every output is a zero-element constant.
     out = empty_outputs(n);
     lowered = true;
-  } else if (touches_opaque_dtype(n)) {
-    // Complex (or wide unsigned) tensors: every op that makes or reads one runs in ATen.
   } else if (it != reg.end()) {
     out = it->second(*this, n);
     lowered = !out.empty() || n.meta.empty();
@@ -478,6 +498,55 @@ void Lowering::lower_node(const graph::Node& n) {
     if (!extern_result) b.origins.insert(n.name);
     apply_realize_policy(b, user_count_.at(n.id));
   }
+  values_[n.id] = std::move(out);
+}
+
+bool Lowering::touches_opaque_dtype(const graph::Node& n) const {
+  for (const graph::TensorMeta& m : n.meta) {
+    if (graph::is_opaque(m.dtype)) return true;
+  }
+  std::vector<const graph::Arg*> stack;
+  for (const auto& a : n.args) stack.push_back(&a);
+  for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
+  while (!stack.empty()) {
+    const graph::Arg* a = stack.back();
+    stack.pop_back();
+    if (a->kind == graph::Arg::Kind::DType && graph::is_opaque(a->dtype)) return true;
+    if (a->kind == graph::Arg::Kind::Node) {
+      for (const TensorBox& b : values_.at(a->node)) {
+        if (graph::is_opaque(b.dtype)) return true;
+      }
+    }
+    for (const auto& item : a->list) stack.push_back(&item);
+  }
+  return false;
+}
+
+bool Lowering::reads_host_scalar(const graph::Node& n) const {
+  std::vector<const graph::Arg*> stack;
+  for (const auto& a : n.args) stack.push_back(&a);
+  for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
+  while (!stack.empty()) {
+    const graph::Arg* a = stack.back();
+    stack.pop_back();
+    if (a->kind == graph::Arg::Kind::Node && host_scalar(a->node)) return true;
+    for (const auto& item : a->list) stack.push_back(&item);
+  }
+  return false;
+}
+
+// with_effects(token, "op", args...): the op runs as a fallback, in the order of the graph's
+// effectful ops; the new token is the old one (tokens carry no data, only the order, which the
+// extern call keeps: ExternCall::has_effects).
+void Lowering::lower_with_effects(const graph::Node& n) {
+  graph::Node op = n;
+  op.target = n.args.at(1).s;
+  op.args.assign(n.args.begin() + 2, n.args.end());
+  op.meta.assign(n.meta.begin() + 1, n.meta.end());
+  std::vector<TensorBox> out = {box(n.args.at(0))};
+  std::vector<TensorBox> results = add_extern(op, /*is_fallback=*/true);
+  prog_.externs.back().has_effects = true;
+  out.insert(out.end(), results.begin(), results.end());
   values_[n.id] = std::move(out);
 }
 
@@ -511,6 +580,9 @@ bool aliases_its_input(const graph::Graph& g, const graph::Node& n) {
   if (n.target == "getitem" && !n.args.empty() && n.args[0].kind == graph::Arg::Kind::Node) {
     return aliases_its_input(g, g.node(n.args[0].node));
   }
+  // Its first output, the new effect token, is the old one (its op's results are extern buffers,
+  // never inputs, so the answer matters only for the token).
+  if (n.target == "with_effects") return aliases_its_input(g, g.node(n.args.at(0).node));
   if (!kViewOps.count(n.target)) return false;
   // A view of a view of an input is still a view of it.
   for (const graph::Arg& a : n.args) {
@@ -529,6 +601,11 @@ void Lowering::lower_outputs(const graph::Node& out) {
     ir::GraphOutput o;
     if (a.kind != graph::Arg::Kind::Node) {
       o.is_none = true;
+      prog_.outputs.push_back(o);
+      continue;
+    }
+    if (const std::string* var = host_scalar(a.node)) {
+      o.scalar = *var;
       prog_.outputs.push_back(o);
       continue;
     }

@@ -11,6 +11,10 @@
 // is a graph output, or when the thresholds in ir/realize_policy.h say storing beats recomputing.
 //
 // Ops without a lowering become fallback extern calls that run the ATen op from the wrapper.
+// Nodes that produce a Python number (graph scalar_type: .item()'s aten._local_scalar_dense, and
+// the functions of numbers computed from it) are extern calls too: a number lives in a variable of
+// the wrapper, never in a kernel. A node reading such a number runs as an extern (a fallback when
+// it produces tensors). "with_effects" runs its op as a fallback, after the previous effectful op.
 //
 // Tests: tests/cpp/lower/ (IR text of small graphs), tests/python (numerics against eager).
 #pragma once
@@ -146,6 +150,8 @@ class Lowering {
   // Whether the node makes or reads a tensor of an opaque dtype (graph::is_opaque): it runs in
   // ATen.
   bool touches_opaque_dtype(const graph::Node& n) const;
+  // The wrapper variable holding the Python number node `id` produced (nullptr: not a number).
+  const std::string* host_scalar(int id) const;
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.
   void replace_value(const graph::Arg& a, TensorBox box);
   // GPU graphs with reduced-precision 2-D convolutions keep 4-D tensors channels-last (NHWC):
@@ -162,12 +168,16 @@ class Lowering {
  private:
   std::string new_buffer_name();
   void lower_node(const graph::Node& n);
+  void lower_with_effects(const graph::Node& n);
   void lower_outputs(const graph::Node& out);
+  // Whether the node reads a Python number another node produced.
+  bool reads_host_scalar(const graph::Node& n) const;
 
   const graph::Graph& g_;
   ir::Program& prog_;
   LowerOptions options_;
   std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
+  std::map<int, std::string> host_scalars_;     // graph node -> the wrapper variable of its number
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
   std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
   const graph::Node* current_ = nullptr;

@@ -1,12 +1,16 @@
 // Memory plan: launch order, kernel stages, which buffers are stored, when they are allocated and
 // freed, and which freed buffers' memory a new buffer reuses.
 //
+// The launch order follows the data: buffers, the Python numbers extern calls make and read, and
+// the order of ops with side effects among themselves (ExternCall::has_effects).
+//
 // A buffer stays in registers (is not stored) when it is not a graph output and every reader is in
 // its own kernel at the point it is written: the same stage for inner (per x*r point) values, any
 // later stage for outer (per x point) values. Freed buffers go into a pool keyed by device and
 // dtype and storage bytes; an allocation of the same size takes one from the pool instead of
 // allocating. A scatter always takes the memory of the copy it starts from.
 #include <algorithm>
+#include <map>
 #include <queue>
 #include <stdexcept>
 #include <tuple>
@@ -96,6 +100,11 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
     first_buffer[u] = std::min(first_buffer[u], static_cast<int>(i));
   }
   size_t nunits = nk + prog.externs.size();
+  // Calls that make no buffer (a Python number, an assertion, an effect such as a print) run as
+  // soon as they can: an assertion then fails before the work that relies on it.
+  for (size_t u = nk; u < nunits; ++u) {
+    if (first_buffer[u] == INT32_MAX) first_buffer[u] = -1;
+  }
   std::vector<std::set<int>> preds(nunits), succs(nunits), reads(nunits);
   auto add_read = [&](int unit, const std::string& name) {
     int bi = prog.buffer_index(name);
@@ -130,6 +139,30 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
       }
     }
   }
+  // Extern calls also wait for the calls that compute the Python numbers they read, and an op
+  // with side effects for the previous one (externs are in graph order).
+  std::map<std::string, int> number_maker;
+  int last_effect = -1;
+  auto add_order = [&](int before, int after) {
+    preds[after].insert(before);
+    succs[before].insert(after);
+  };
+  for (size_t e = 0; e < prog.externs.size(); ++e) {
+    const ir::ExternCall& call = prog.externs[e];
+    int unit = static_cast<int>(nk + e);
+    for (const std::string& v : call.host_scalars) {
+      auto it = number_maker.find(v);
+      if (it == number_maker.end())
+        throw std::logic_error("plan_memory: " + call.op + " reads number " + v +
+                               " made by no call");
+      add_order(it->second, unit);
+    }
+    if (call.has_effects) {
+      if (last_effect >= 0) add_order(last_effect, unit);
+      last_effect = unit;
+    }
+    if (!call.scalar_output.empty()) number_maker[call.scalar_output] = unit;
+  }
   using Item = std::pair<int, int>;  // (first buffer, unit)
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
   std::vector<size_t> waiting(nunits);
@@ -161,7 +194,7 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   // Readers of each buffer (as steps), and whether it is a graph output.
   std::set<std::string> outputs;
   for (const ir::GraphOutput& o : prog.outputs) {
-    if (!o.is_none) outputs.insert(o.ref.buffer);
+    if (o.is_tensor()) outputs.insert(o.ref.buffer);
   }
   std::vector<std::vector<int>> reader_steps(prog.buffers.size());
   for (size_t u = 0; u < nunits; ++u) {

@@ -78,7 +78,7 @@ void choose_cpu_strategy(const ir::Program& prog, Kernel& k) {
 void remove_dead_buffers(ir::Program& prog, Schedule& s) {
   std::set<std::string> live;
   for (const ir::GraphOutput& o : prog.outputs) {
-    if (!o.is_none) live.insert(o.ref.buffer);
+    if (o.is_tensor()) live.insert(o.ref.buffer);
   }
   // Extern calls are kept (and with them their inputs): they are few, and a fallback op may be
   // one whose effects coil cannot see.
@@ -229,7 +229,10 @@ std::string Schedule::schedule_text(const ir::Program& prog) const {
       const ir::ExternCall& e = prog.externs[st.index];
       out << "step " << i << ": " << (e.is_fallback ? "fallback " : "extern ") << e.op << " -> ";
       for (const auto& o : e.outputs) out << o << " ";
-      out << "(node " << e.origin << ")\n";
+      if (!e.scalar_output.empty()) out << e.scalar_output << " (a number) ";
+      out << "(node " << e.origin << ")";
+      if (e.has_effects) out << ", side effects: after the previous such call";
+      out << "\n";
       continue;
     }
     const Kernel& k = kernels[st.index];

@@ -71,7 +71,7 @@ class _CoilProbes:
     def install(self):
         from coil import _C, fx_import, runtime
 
-        self._wrap(fx_import, "graph_to_json", "import")
+        self._wrap(fx_import, "import_graph", "import")
         self._wrap(_C, "compile_graph", "core")
         self._wrap(_C, "build_shared_library", "build", self._on_build)
         self._wrap(runtime, "load_module", "load")

@@ -181,7 +181,9 @@ def prepare(op, dtype: torch.dtype) -> Case | None:
             # stack for test-specific skips on every call (a third of the sweep's sample time).
             samples = op.sample_inputs_func(op, "cpu", dtype, False)
             for s in samples:
-                call = (s.input, tuple(s.args), dict(s.kwargs))
+                # A copy now: some generators change a tensor they yielded before (the masked
+                # reductions write inf and nan into an earlier sample's input for the next).
+                call = _clone_tree((s.input, tuple(s.args), dict(s.kwargs)))
                 if _has_unsupported_tensor(call):
                     continue  # sparse inputs: not what a compiler backend is asked to handle
                 try:

@@ -120,6 +120,80 @@ TEST(PythonWrapper, FreesAndReusesAsPlanned) {
             "    return (buf3, )\n");
 }
 
+// .item() and what is computed from it: wrapper variables, passed by name to later calls and
+// returned as they are; `import operator` for operator.* calls.
+TEST(PythonWrapper, NumbersLiveInWrapperVariables) {
+  graph::Graph g;
+  int x = g.add_placeholder("arg0_1", {contiguous({4}, DType::Int64)});
+  int item = g.add_call("_local_scalar_dense", "aten._local_scalar_dense.default",
+                        {Arg::node_ref(x)}, {}, {}, "", "int");
+  int ite = g.add_call("sym_ite", "torch.sym_ite",
+                       {Arg::node_ref(item), Arg::integer(1), Arg::integer(0)}, {}, {}, "", "int");
+  int ge =
+      g.add_call("ge", "operator.ge", {Arg::node_ref(ite), Arg::integer(0)}, {}, {}, "", "bool");
+  g.add_call("_assert_scalar", "aten._assert_scalar.default",
+             {Arg::node_ref(ge), Arg::str("u0 >= 0")}, {}, {});
+  int full =
+      g.add_call("full", "aten.full.default", {Arg::list_of({Arg::integer(2)}), Arg::node_ref(ite)},
+                 {{"dtype", Arg::dtype_of(DType::Int64)}}, {contiguous({2}, DType::Int64)});
+  g.set_output({Arg::node_ref(full), Arg::node_ref(ite)});
+  Wrapped w = wrap(g);
+  EXPECT_NE(w.text.find("require_strides\n\nimport operator\n\n"), std::string::npos) << w.text;
+  EXPECT_EQ(w.call_body(),
+            "def call(args):\n"
+            "    arg0_1, = args\n"
+            "    args.clear()\n"
+            "    # extern: _local_scalar_dense\n"
+            "    _local_scalar_dense = torch.ops.aten._local_scalar_dense.default(arg0_1)\n"
+            "    # extern: sym_ite\n"
+            "    sym_ite = torch.sym_ite(_local_scalar_dense, 1, 0)\n"
+            "    # extern: ge\n"
+            "    ge = operator.ge(sym_ite, 0)\n"
+            "    # extern: _assert_scalar\n"
+            "    _result = torch.ops.aten._assert_scalar.default(ge, 'u0 >= 0')\n"
+            "    del _result\n"
+            "    # fallback: full\n"
+            "    buf0 = torch.ops.aten.full.default([2], sym_ite, dtype=torch.int64)\n"
+            "    return (buf0, sym_ite, )\n");
+}
+
+// Effectful ops run in graph order: the print has no input and makes no buffer, so only the
+// effect order keeps it after the record, which waits for mm.
+TEST(PythonWrapper, EffectfulOpsRunInGraphOrder) {
+  graph::Graph g;
+  int token = g.add_placeholder("arg0_1", {contiguous({0})});
+  int x = g.add_placeholder("arg1_1", {contiguous({4, 4})});
+  int mm = g.add_call("mm", "aten.mm.default", {Arg::node_ref(x), Arg::node_ref(x)}, {},
+                      {contiguous({4, 4})});
+  int record =
+      g.add_call("with_effects", "with_effects",
+                 {Arg::node_ref(token), Arg::str("aten.my_record.default"), Arg::node_ref(mm)}, {},
+                 {contiguous({0})});
+  int tok = g.add_call("getitem", "getitem", {Arg::node_ref(record), Arg::integer(0)}, {},
+                       {contiguous({0})});
+  int print = g.add_call("with_effects_1", "with_effects",
+                         {Arg::node_ref(tok), Arg::str("aten._print.default"), Arg::str("b")}, {},
+                         {contiguous({0})});
+  int tok1 = g.add_call("getitem_1", "getitem", {Arg::node_ref(print), Arg::integer(0)}, {},
+                        {contiguous({0})});
+  g.set_output({Arg::node_ref(tok1), Arg::node_ref(mm)});
+  Wrapped w = wrap(g);
+  EXPECT_EQ(w.call_body(),
+            "def call(args):\n"
+            "    arg0_1, arg1_1, = args\n"
+            "    args.clear()\n"
+            "    # extern: mm\n"
+            "    buf0 = torch.ops.aten.mm.default(arg1_1, arg1_1)\n"
+            "    # fallback: with_effects (side effects: runs in graph order)\n"
+            "    _result = torch.ops.aten.my_record.default(buf0)\n"
+            "    del _result\n"
+            "    # fallback: with_effects_1 (side effects: runs in graph order)\n"
+            "    _result = torch.ops.aten._print.default('b')\n"
+            "    del _result\n"
+            "    return (arg0_1, buf0, )\n");
+  EXPECT_EQ(w.text.find("import operator"), std::string::npos);
+}
+
 TEST(PythonWrapper, InPlaceReuseRenamesTheBuffer) {
   Wrapped w = wrap(test::mm_bias_gelu());
   ASSERT_TRUE(w.s.buffers.at("buf1").in_place);

@@ -32,23 +32,33 @@ std::string error_of(F&& f) {
 }
 
 TEST(DType, Tables) {
-  const DType all[] = {DType::Bool,    DType::UInt8,  DType::Int8,    DType::Int16,
-                       DType::Int32,   DType::Int64,  DType::Float16, DType::BFloat16,
-                       DType::Float32, DType::Float64};
-  const char* names[] = {"bool",  "uint8",   "int8",     "int16",   "int32",
-                         "int64", "float16", "bfloat16", "float32", "float64"};
-  const int sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
-  const char* cpp[] = {"bool",    "uint8_t",   "int8_t",    "int16_t", "int32_t",
-                       "int64_t", "coil_half", "coil_bf16", "float",   "double"};
+  const DType all[] = {DType::Bool,    DType::UInt8,     DType::Int8,      DType::Int16,
+                       DType::Int32,   DType::Int64,     DType::Float16,   DType::BFloat16,
+                       DType::Float32, DType::Float64,   DType::UInt16,    DType::UInt32,
+                       DType::UInt64,  DType::Complex64, DType::Complex128};
+  const char* names[] = {"bool",   "uint8",   "int8",     "int16",     "int32",
+                         "int64",  "float16", "bfloat16", "float32",   "float64",
+                         "uint16", "uint32",  "uint64",   "complex64", "complex128"};
+  const char* tags[] = {"b8",  "u8",  "i8",  "i16", "i32", "i64", "f16", "bf16",
+                        "f32", "f64", "u16", "u32", "u64", "c64", "c128"};
+  const int sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 2, 4, 8, 8, 16};
+  const char* cpp[] = {"bool",     "uint8_t",   "int8_t",    "int16_t", "int32_t",
+                       "int64_t",  "coil_half", "coil_bf16", "float",   "double",
+                       "uint16_t", "uint32_t",  "uint64_t",  "void",    "void"};
   for (size_t i = 0; i < std::size(all); ++i) {
     EXPECT_STREQ(dtype_name(all[i]), names[i]);
+    EXPECT_STREQ(dtype_tag(all[i]), tags[i]);
     EXPECT_EQ(dtype_from_name(names[i]), all[i]);
     EXPECT_EQ(dtype_itemsize(all[i]), sizes[i]);
     EXPECT_STREQ(dtype_cpp_type(all[i]), cpp[i]);
-    bool floating = i >= 6;
-    bool integral = i >= 1 && i <= 5;
+    bool floating = i >= 6 && i <= 9;
+    bool wide_unsigned = i >= 10 && i <= 12;
+    bool complex = i >= 13;
+    bool integral = (i >= 1 && i <= 5) || wide_unsigned;
     EXPECT_EQ(is_floating(all[i]), floating) << names[i];
     EXPECT_EQ(is_integral(all[i]), integral) << names[i];
+    EXPECT_EQ(is_wide_unsigned(all[i]), wide_unsigned) << names[i];
+    EXPECT_EQ(is_opaque(all[i]), wide_unsigned || complex) << names[i];
   }
   EXPECT_EQ(dtype_from_name("float"), std::nullopt);
   EXPECT_EQ(dtype_from_name("torch.float32"), std::nullopt);
@@ -162,6 +172,60 @@ TEST(GraphErrors, BuildingChecksReferencesAndOrder) {
   EXPECT_EQ(error_of([&] { g.add_call("z", "aten.neg.default", {}, {}, {}); }),
             "cannot add node 'z' after the output node");
   EXPECT_EQ(error_of([&] { g.set_output({}); }), "the graph already has an output node");
+}
+
+// .item() and what is computed from it: calls that produce a Python number carry its kind in
+// scalar_type and have no tensor metadata.
+TEST(Graph, CallsMayProduceNumbers) {
+  Graph g;
+  int x = g.add_placeholder("x", {contiguous({}, DType::Int64)});
+  int item = g.add_call("_local_scalar_dense", "aten._local_scalar_dense.default",
+                        {Arg::node_ref(x)}, {}, {}, "", "int");
+  int ge =
+      g.add_call("ge", "operator.ge", {Arg::node_ref(item), Arg::integer(0)}, {}, {}, "", "bool");
+  g.add_call("_assert_scalar", "aten._assert_scalar.default",
+             {Arg::node_ref(ge), Arg::str("u0 >= 0")}, {}, {});
+  g.set_output({Arg::node_ref(item)});
+  g.validate();
+  EXPECT_EQ(g.node(item).scalar_type, "int");
+  EXPECT_EQ(g.to_text(),
+            "%x : i64[]{} = placeholder\n"
+            "%_local_scalar_dense : int = aten._local_scalar_dense.default(%x)\n"
+            "%ge : bool = operator.ge(%_local_scalar_dense, 0)\n"
+            "%_assert_scalar = aten._assert_scalar.default(%ge, 'u0 >= 0')\n"
+            "return (%_local_scalar_dense,)\n");
+}
+
+TEST(GraphErrors, NumbersAndEffects) {
+  auto graph_with = [](const std::string& target, std::vector<Arg> args,
+                       std::vector<TensorMeta> meta, const std::string& scalar_type) {
+    Graph g;
+    g.add_placeholder("x", {contiguous({2})});
+    g.add_call("c", target, std::move(args), {}, std::move(meta), "", scalar_type);
+    g.set_output({});
+    return error_of([&] { g.validate(); });
+  };
+  Arg x = Arg::node_ref(0);
+  EXPECT_EQ(graph_with("aten._local_scalar_dense.default", {x}, {}, "complex"),
+            "call node 'c' (#1) has unknown scalar_type 'complex'; expected \"\", \"int\", "
+            "\"float\" or \"bool\"");
+  EXPECT_EQ(graph_with("aten._local_scalar_dense.default", {x}, {}, "symint"),
+            "call node 'c' (#1) has unknown scalar_type 'symint'; expected \"\", \"int\", "
+            "\"float\" or \"bool\"");
+  EXPECT_EQ(graph_with("aten._local_scalar_dense.default", {x}, {contiguous({})}, "float"),
+            "call node 'c' (#1) produces a number (float) but has tensor metadata");
+  const std::string bad_effects =
+      "with_effects node 'c' (#1) must have a token node and an op name as its first two "
+      "arguments, and produce at least the new token";
+  EXPECT_EQ(graph_with("with_effects", {x, Arg::str("aten._print.default")}, {}, ""), bad_effects);
+  EXPECT_EQ(graph_with("with_effects", {x}, {contiguous({0})}, ""), bad_effects);
+  EXPECT_EQ(graph_with("with_effects", {Arg::integer(0), Arg::str("aten._print.default")},
+                       {contiguous({0})}, ""),
+            bad_effects);
+  EXPECT_EQ(graph_with("with_effects", {x, Arg::str("")}, {contiguous({0})}, ""), bad_effects);
+  EXPECT_EQ(graph_with("with_effects", {x, Arg::str("aten._print.default"), Arg::str("hi")},
+                       {contiguous({0})}, ""),
+            "");
 }
 
 TEST(GraphErrors, ValidateNamesTheNode) {

@@ -127,6 +127,38 @@ TEST(SerializeErrors, Nodes) {
   });
 }
 
+// A call that produces a Python number (.item()) says which kind in "scalar_type".
+TEST(SerializeErrors, NumberProducingCalls) {
+  const std::string item = R"(
+  {"name": "item", "kind": "call", "target": "aten._local_scalar_dense.default",
+   "args": [{"node": "x"}], "scalar_type": "float"},
+  {"name": "output", "kind": "output", "args": [{"node": "item"}]}
+]})";
+  std::string good = kBase.substr(0, kBase.find("\n  {\"name\": \"output\"")) + item;
+  EXPECT_EQ(from_json(good).nodes()[3].scalar_type, "float");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  expect_errors({
+      {replace("\"scalar_type\": \"float\"", "\"scalar_type\": \"double\""),
+       "invalid coil graph JSON: call node 'item' (#3) has unknown scalar_type 'double'; expected "
+       "\"\", \"int\", \"float\" or \"bool\""},
+      {replace("\"scalar_type\": \"float\"", "\"scalar_type\": 1"),
+       "invalid coil graph JSON at nodes[3] ('item'): \"scalar_type\" must be a JSON string, found "
+       "integer"},
+      {replace("\"args\": [{\"node\": \"x\"}],",
+               "\"args\": [{\"node\": \"x\"}], \"meta\": [{\"dtype\": \"float32\", \"sizes\": "
+               "[], \"strides\": []}],"),
+       "invalid coil graph JSON: call node 'item' (#3) produces a number (float) but has tensor "
+       "metadata"},
+      {replace("\"target\": \"aten._local_scalar_dense.default\"", "\"target\": \"with_effects\""),
+       "invalid coil graph JSON: with_effects node 'item' (#3) must have a token node and an op "
+       "name as its first two arguments, and produce at least the new token"},
+  });
+}
+
 TEST(SerializeErrors, GraphStructure) {
   expect_errors({
       {with("{\"name\": \"s1\"", "{\"name\": \"x\""),
@@ -162,7 +194,8 @@ TEST(SerializeErrors, Meta) {
   expect_errors({
       {with("\"dtype\": \"float32\", \"device\"", "\"dtype\": \"float33\", \"device\""),
        "invalid coil graph JSON at nodes[0] ('x').meta[0]: unknown dtype \"float33\"; expected "
-       "bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32 or float64"},
+       "bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, uint16, "
+       "uint32 or uint64"},
       {with("\"dtype\": \"float32\", \"device\"", "\"device\""),
        "invalid coil graph JSON at nodes[0] ('x').meta[0]: missing required field \"dtype\" in a "
        "tensor meta"},

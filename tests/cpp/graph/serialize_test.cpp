@@ -224,6 +224,49 @@ TEST(Serialize, ExactJsonOfASmallGraph) {
   round_trip(g);
 }
 
+// What AOTAutograd graphs hold besides tensor ops: an effect token threaded through with_effects,
+// a Python number read with .item() and a function of it, a uint64 tensor. The number-producing
+// calls write their scalar_type; other calls do not (their JSON is unchanged).
+TEST(Serialize, NumbersEffectsAndUnsignedRoundTrip) {
+  Graph g;
+  int token = g.add_placeholder("arg0_1", {meta(DType::Float32, {0}, {1})});
+  int x = g.add_placeholder("arg1_1", {meta(DType::Int64, {}, {})});
+  int item = g.add_call("_local_scalar_dense", "aten._local_scalar_dense.default",
+                        {Arg::node_ref(x)}, {}, {}, "", "int");
+  int ite = g.add_call("sym_ite", "torch.sym_ite",
+                       {Arg::node_ref(item), Arg::integer(1), Arg::integer(0)}, {}, {}, "", "int");
+  int half = g.add_call("truediv", "operator.truediv", {Arg::node_ref(ite), Arg::integer(2)}, {},
+                        {}, "", "float");
+  int hash = g.add_call("hash_tensor", "aten.hash_tensor.default", {Arg::node_ref(x)}, {},
+                        {meta(DType::UInt64, {}, {})});
+  int effects =
+      g.add_call("with_effects", "with_effects",
+                 {Arg::node_ref(token), Arg::str("aten._print.default"), Arg::str("hello")}, {},
+                 {meta(DType::Float32, {0}, {1})});
+  int new_token = g.add_call("getitem", "getitem", {Arg::node_ref(effects), Arg::integer(0)}, {},
+                             {meta(DType::Float32, {0}, {1})});
+  g.set_output({Arg::node_ref(new_token), Arg::node_ref(half), Arg::node_ref(hash)});
+  g.validate();
+  Graph back = round_trip(g);
+  EXPECT_EQ(back.node(half).scalar_type, "float");
+  EXPECT_EQ(back.node(hash).meta[0].dtype, DType::UInt64);
+  Json doc = parse_json(to_json(g));
+  const auto& nodes = doc.find("nodes")->items();
+  EXPECT_EQ(dump_json(*nodes[2].find("scalar_type")), R"("int")");
+  EXPECT_EQ(nodes[5].find("scalar_type"), nullptr);  // a tensor op: no scalar_type written
+  EXPECT_EQ(dump_json(*nodes[5].find("meta")->items()[0].find("dtype")), R"("uint64")");
+  EXPECT_EQ(back.to_text(),
+            "%arg0_1 : f32[0]{1} = placeholder\n"
+            "%arg1_1 : i64[]{} = placeholder\n"
+            "%_local_scalar_dense : int = aten._local_scalar_dense.default(%arg1_1)\n"
+            "%sym_ite : int = torch.sym_ite(%_local_scalar_dense, 1, 0)\n"
+            "%truediv : float = operator.truediv(%sym_ite, 2)\n"
+            "%hash_tensor : u64[]{} = aten.hash_tensor.default(%arg1_1)\n"
+            "%with_effects : f32[0]{1} = with_effects(%arg0_1, 'aten._print.default', 'hello')\n"
+            "%getitem : f32[0]{1} = getitem(%with_effects, 0)\n"
+            "return (%getitem, %truediv, %hash_tensor)\n");
+}
+
 TEST(Serialize, ExprJsonForm) {
   Expr s0 = Expr::symbol("s0");
   Graph g;

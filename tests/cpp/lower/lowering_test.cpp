@@ -172,6 +172,102 @@ TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
   EXPECT_EQ(p.buffer("buf1").origins, (std::set<std::string>{"my_unknown_op"}));
 }
 
+// x.sum().item() * 2 used by a tensor op: the number and what is computed from it are extern
+// calls whose results live in wrapper variables; the tensor op reading it is a fallback.
+graph::Graph item_graph() {
+  graph::Graph g;
+  int x = g.add_placeholder("arg0_1", {contiguous({4})});
+  int sum = g.add_call("sum_1", "aten.sum.default", {Arg::node_ref(x)}, {}, {contiguous({})});
+  int item = g.add_call("_local_scalar_dense", "aten._local_scalar_dense.default",
+                        {Arg::node_ref(sum)}, {}, {}, "", "float");
+  int mul = g.add_call("mul", "operator.mul", {Arg::node_ref(item), Arg::integer(2)}, {}, {}, "",
+                       "float");
+  int st = g.add_call("scalar_tensor", "aten.scalar_tensor.default", {Arg::node_ref(mul)},
+                      {{"dtype", Arg::dtype_of(DType::Float32)}}, {contiguous({})});
+  int add = g.add_call("add", "aten.add.Tensor", {Arg::node_ref(x), Arg::node_ref(st)}, {},
+                       {contiguous({4})});
+  g.set_output({Arg::node_ref(add), Arg::node_ref(mul)});
+  return g;
+}
+
+TEST(Lowering, NumbersAreExternCallsWithWrapperVariables) {
+  ir::Program p = lower_graph(item_graph());
+  ASSERT_EQ(p.externs.size(), 3u);
+  const ir::ExternCall& item = p.externs[0];
+  EXPECT_EQ(item.op, "aten._local_scalar_dense.default");
+  EXPECT_FALSE(item.is_fallback);  // no kernel makes a Python number: a deliberate call
+  EXPECT_EQ(item.scalar_output, "_local_scalar_dense");
+  EXPECT_TRUE(item.outputs.empty());
+  ASSERT_EQ(item.tensors.size(), 1u);
+  EXPECT_EQ(item.tensors[0].buffer, "buf0");  // the sum, realized for the call
+  const ir::ExternCall& mul = p.externs[1];
+  EXPECT_EQ(mul.op, "operator.mul");
+  EXPECT_FALSE(mul.is_fallback);
+  EXPECT_EQ(mul.scalar_output, "mul");
+  EXPECT_EQ(mul.host_scalars, (std::vector<std::string>{"_local_scalar_dense"}));
+  ASSERT_EQ(mul.args.size(), 2u);
+  EXPECT_EQ(mul.args[0], Arg::node_ref(-1));  // host_scalars[0]
+  EXPECT_EQ(mul.args[1], Arg::integer(2));
+  const ir::ExternCall& st = p.externs[2];
+  EXPECT_TRUE(st.is_fallback);  // a lowered op, but coil's kernels take no run-time numbers
+  EXPECT_EQ(st.host_scalars, (std::vector<std::string>{"mul"}));
+  EXPECT_EQ(st.outputs, (std::vector<std::string>{"buf1"}));
+  EXPECT_EQ(p.fallback_ops, (std::vector<std::string>{"aten.scalar_tensor.default"}));
+  ASSERT_EQ(p.outputs.size(), 2u);
+  EXPECT_TRUE(p.outputs[0].is_tensor());
+  EXPECT_FALSE(p.outputs[1].is_tensor());
+  EXPECT_EQ(p.outputs[1].scalar, "mul");
+  EXPECT_EQ(p.to_text().substr(p.to_text().find("outputs:")), "outputs: buf2[4] mul(number)\n");
+}
+
+// with_effects(token, op, args): the op is a fallback marked has_effects; the new token is the
+// old one (an output that is the input itself).
+TEST(Lowering, WithEffectsRunsItsOpAsAFallback) {
+  graph::Graph g;
+  int token = g.add_placeholder("arg0_1", {contiguous({0})});
+  int x = g.add_placeholder("arg1_1", {contiguous({3})});
+  int we = g.add_call("with_effects", "with_effects",
+                      {Arg::node_ref(token), Arg::str("aten.my_effect.default"), Arg::node_ref(x)},
+                      {{"flag", Arg::boolean(true)}}, {contiguous({0}), contiguous({3})});
+  int tok =
+      g.add_call("getitem", "getitem", {Arg::node_ref(we), Arg::integer(0)}, {}, {contiguous({0})});
+  int out = g.add_call("getitem_1", "getitem", {Arg::node_ref(we), Arg::integer(1)}, {},
+                       {contiguous({3})});
+  g.set_output({Arg::node_ref(tok), Arg::node_ref(out)});
+  ir::Program p = lower_graph(g);
+  ASSERT_EQ(p.externs.size(), 1u);
+  const ir::ExternCall& e = p.externs[0];
+  EXPECT_EQ(e.op, "aten.my_effect.default");
+  EXPECT_TRUE(e.has_effects);
+  EXPECT_TRUE(e.is_fallback);
+  EXPECT_FALSE(e.returns_tuple);
+  ASSERT_EQ(e.args.size(), 1u);  // the token and the op name are not the op's arguments
+  EXPECT_EQ(e.args[0], Arg::node_ref(0));
+  EXPECT_EQ(e.tensors[0].buffer, "arg1_1");
+  ASSERT_EQ(e.kwargs.size(), 1u);
+  EXPECT_EQ(e.kwargs[0].first, "flag");
+  EXPECT_EQ(e.outputs, (std::vector<std::string>{"buf0"}));
+  EXPECT_EQ(p.fallback_ops, (std::vector<std::string>{"aten.my_effect.default"}));
+  EXPECT_EQ(p.outputs[0].ref.buffer, "arg0_1");  // the token passes through, not copied
+  EXPECT_EQ(p.outputs[1].ref.buffer, "buf0");
+  EXPECT_TRUE(computed(p).empty());
+}
+
+// uint16/32/64: whatever reads or makes one runs in ATen, even ops coil lowers for other dtypes.
+TEST(Lowering, WideUnsignedTensorsStayInATen) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4}, graph::DType::Int64));
+  Arg h = b.call("hash_tensor", "aten.hash_tensor.default", {x}, contiguous({}, DType::UInt64));
+  Arg a = b.call("add", "aten.add.Tensor", {h, h}, contiguous({}, DType::UInt64));
+  Arg c = b.call("convert", "prims.convert_element_type.default", {x, Arg::dtype_of(DType::UInt32)},
+                 contiguous({4}, DType::UInt32));
+  Arg n = b.call("neg", "aten.neg.default", {x}, contiguous({4}, DType::Int64));
+  ir::Program p = lower_graph(b.finish({a, c, n}));
+  EXPECT_EQ(p.fallback_ops, (std::vector<std::string>{"aten.hash_tensor.default", "aten.add.Tensor",
+                                                      "prims.convert_element_type.default"}));
+  EXPECT_EQ(computed(p).size(), 1u);  // neg of the int64 input is lowered
+}
+
 TEST(Lowering, EveryFallbackOccurrenceIsListed) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4}));

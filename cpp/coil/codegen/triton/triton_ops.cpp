@@ -58,6 +58,12 @@ std::string dtype_text(DType d) {
       return "tl.float32";
     case DType::Float64:
       return "tl.float64";
+    case DType::UInt16:
+      return "tl.uint16";
+    case DType::UInt32:
+      return "tl.uint32";
+    case DType::UInt64:
+      return "tl.uint64";
   }
   return "?";
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace coil::codegen {
@@ -57,8 +58,31 @@ std::string view_text(const ir::Program& prog, const ir::TensorRef& ref) {
          tuple_text(ref.strides) + ", " + sym::to_python(ref.offset - b.layout.offset) + ")";
 }
 
+// The module of an extern call that is a Python function of numbers ("operator.ge",
+// "math.floor", "torch.sym_ite"); "" for an op (called through torch.ops).
+std::string python_function_module(const std::string& target) {
+  for (const char* module : {"operator", "math", "torch"}) {
+    std::string prefix = std::string(module) + ".";
+    if (target.rfind(prefix, 0) == 0) return module;
+  }
+  return "";
+}
+
 std::string op_text(const std::string& target) {
+  if (!python_function_module(target).empty()) return target;
   return "torch.ops." + target;
+}
+
+// `import math` / `import operator` when an extern call needs them.
+std::string function_imports(const ir::Program& prog) {
+  std::set<std::string> modules;
+  for (const ir::ExternCall& e : prog.externs) {
+    std::string m = python_function_module(e.op);
+    if (!m.empty() && m != "torch") modules.insert(m);
+  }
+  std::string out;
+  for (const std::string& m : modules) out += "import " + m + "\n";
+  return out.empty() ? "" : out + "\n";
 }
 
 // Imports, the Triton kernels and one launcher per kernel with its candidate configs.
@@ -116,7 +140,8 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
 
 }  // namespace
 
-std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text) {
+std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text,
+                       const std::vector<std::string>& scalar_text) {
   using K = graph::Arg::Kind;
   switch (a.kind) {
     case K::None:
@@ -137,11 +162,12 @@ std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tens
     case K::Sym:
       return sym::to_python(a.sym);
     case K::Node:
+      if (a.node < 0) return scalar_text.at(static_cast<size_t>(-1 - a.node));
       return tensor_text.at(a.node);
     case K::List: {
       std::string s = "[";
       for (size_t i = 0; i < a.list.size(); ++i)
-        s += (i ? ", " : "") + python_arg(a.list[i], tensor_text);
+        s += (i ? ", " : "") + python_arg(a.list[i], tensor_text, scalar_text);
       return s + "]";
     }
   }
@@ -177,6 +203,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     out << "import torch\n\nfrom coil import runtime as coil_runtime\nfrom coil.runtime import "
            "empty_strided_cpu, empty_strided_cuda, reinterpret_tensor, require_strides\n\n";
   }
+  out << function_imports(prog);
   if (!kernels.empty() && !triton) {
     out << "CPP_SOURCE = r'''\n" << kernel_file_source << "'''\n\n";
     bool aten_math = false;
@@ -302,16 +329,19 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
       std::string call = op_text(e.op) + "(";
       bool first = true;
       for (const graph::Arg& a : e.args) {
-        call += (first ? "" : ", ") + python_arg(a, tensors);
+        call += (first ? "" : ", ") + python_arg(a, tensors, e.host_scalars);
         first = false;
       }
       for (const auto& [key, a] : e.kwargs) {
-        call += (first ? "" : ", ") + key + "=" + python_arg(a, tensors);
+        call += (first ? "" : ", ") + key + "=" + python_arg(a, tensors, e.host_scalars);
         first = false;
       }
       call += ")";
-      out << "    # " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin << "\n";
-      if (!e.returns_tuple) {
+      out << "    # " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin
+          << (e.has_effects ? " (side effects: runs in graph order)" : "") << "\n";
+      if (!e.scalar_output.empty()) {
+        out << "    " << e.scalar_output << " = " << call << "\n";
+      } else if (!e.returns_tuple) {
         out << "    " << e.outputs.at(0) << " = " << call << "\n";
         if (e.requires_output_strides) {
           const ir::Layout& l = prog.buffer(e.outputs.at(0)).layout;
@@ -333,7 +363,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   out << "    return (";
   for (size_t i = 0; i < prog.outputs.size(); ++i) {
     const ir::GraphOutput& o = prog.outputs[i];
-    out << (o.is_none ? "None" : view_text(prog, o.ref)) << ", ";
+    out << (o.is_none ? "None" : !o.scalar.empty() ? o.scalar : view_text(prog, o.ref)) << ", ";
   }
   out << ")\n\n";
 

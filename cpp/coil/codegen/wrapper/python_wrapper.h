@@ -23,7 +23,9 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
                                   const std::string& kernel_file_source, const std::string& title,
                                   const std::string& backend = "cpp");
 
-// A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`.
-std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text);
+// A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`, and Python
+// numbers computed at run time (negative node indices, see ir::ExternCall) via `scalar_text`.
+std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text,
+                       const std::vector<std::string>& scalar_text = {});
 
 }  // namespace coil::codegen
