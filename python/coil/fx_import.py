@@ -56,10 +56,38 @@ class UnsupportedGraph(Exception):
     """The graph holds something coil cannot represent (the graph then runs eagerly)."""
 
 
-def _int(v, what: str) -> int:
+def _int(v, what: str):
     if isinstance(v, torch.SymInt):
-        raise UnsupportedGraph(f"symbolic size in {what} (dynamic shapes are not supported yet)")
+        return _unbacked_expr(v, what)
     return int(v)
+
+
+def _unbacked_expr(v: torch.SymInt, what: str):
+    """A size that depends on data (an unbacked symbol u0 from nonzero, unique, .item(), ...) as a
+    symbolic expression; the ops that make or read such tensors run in ATen. Sizes with backed
+    symbols (dynamic shapes, s0) are not supported yet: the graph runs eagerly."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    expr = v.node.expr
+    if not expr.free_symbols or free_unbacked_symbols(expr) != expr.free_symbols:
+        raise UnsupportedGraph(f"symbolic size in {what} (dynamic shapes are not supported yet)")
+    return _sympy_json(expr, what)
+
+
+def _sympy_json(e, what: str):
+    import sympy
+
+    if isinstance(e, sympy.Integer):
+        return int(e)
+    if isinstance(e, sympy.Symbol):
+        return {"sym": str(e)}
+    kind = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min"}.get(type(e))
+    if kind is None:
+        name = type(e).__name__
+        kind = {"FloorDiv": "floordiv", "Mod": "mod", "PythonMod": "mod"}.get(name)
+    if kind is None:
+        raise UnsupportedGraph(f"symbolic size {e} in {what}")
+    return {kind: [_sympy_json(a, what) for a in e.args]}
 
 
 def tensor_meta(t: torch.Tensor, what: str) -> dict:
@@ -117,7 +145,7 @@ def _arg(a, what: str):
     if isinstance(a, (list, tuple)):
         return {"list": [_arg(x, what) for x in a]}
     if isinstance(a, torch.SymInt):
-        raise UnsupportedGraph(f"symbolic integer in {what}")
+        return {"sym": _unbacked_expr(a, what)}
     raise UnsupportedGraph(f"argument of type {type(a).__name__} in {what}")
 
 

@@ -329,3 +329,42 @@ def test_hash_tensor_returns_uint64():
     x = make_tensor((4, 5))
     out = check(lambda x: (torch.hash_tensor(x + 1), torch.hash_tensor(x, dim=1)), x)
     assert out[0].dtype == torch.uint64
+
+
+# ---- sizes that depend on data (unbacked symbols) ----
+
+DATA_DEPENDENT = {
+    "nonzero": lambda x: torch.nonzero(x > 0),
+    "masked_index": lambda x: x[x > 0] * 2 + 1,
+    "unique": lambda x: torch.unique(x.round()),
+    "reduced_again": lambda x: torch.nonzero(x > 0).sum() + x.sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(DATA_DEPENDENT))
+def test_data_dependent_sizes_run_their_ops_in_aten(name):
+    # Ops that make or read a tensor whose size depends on its data run as ATen fallbacks; the
+    # rest of the graph is still compiled.
+    coil = requires_coil()
+    fn = DATA_DEPENDENT[name]
+    x = make_tensor((6, 7))
+    with torch._dynamo.config.patch(
+        capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True
+    ):
+        check(fn, x)
+        check(fn, -x)  # another data-dependent size, same compiled code
+    records = coil.compiled_graphs()
+    assert records and not any(r.eager_fallback for r in records)
+    assert any(r.fallback_ops for r in records)
+    if name == "reduced_again":
+        assert any(r.kernel_names for r in records), "x.sum() should still be a coil kernel"
+
+
+def test_backed_symbolic_sizes_still_run_eagerly():
+    # Dynamic shapes (backed symbols s0, ...) are not supported yet: the graph runs eagerly, with
+    # a CoilWarning, rather than as a graph of fallbacks.
+    coil = requires_coil()
+    reset_compiler()
+    f = torch.compile(lambda x: x * 2, backend=BACKEND, dynamic=True)
+    with pytest.warns(coil.CoilWarning):
+        torch.testing.assert_close(f(torch.ones(5)), torch.ones(5) * 2)

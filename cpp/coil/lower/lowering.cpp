@@ -470,7 +470,9 @@ void Lowering::lower_node(const graph::Node& n) {
   }
   // Complex and uint16/32/64 tensors: coil's lowerings and promotion rules do not cover them (and
   // torch defines few ops on the unsigned ones); ATen computes whatever reads or makes one.
-  if (touches_opaque_dtype(n)) {
+  // Sizes that depend on data (nonzero, unique, masked indexing: unbacked symbols u0, ...): every
+  // op that makes or reads such a tensor runs in ATen, which knows the sizes when it runs.
+  if (touches_opaque_dtype(n) || touches_symbolic_size(n)) {
     values_[n.id] = add_extern(n, /*is_fallback=*/true);
     return;
   }
@@ -499,6 +501,38 @@ void Lowering::lower_node(const graph::Node& n) {
     apply_realize_policy(b, user_count_.at(n.id));
   }
   values_[n.id] = std::move(out);
+}
+
+namespace {
+
+bool is_static(const graph::TensorMeta& m) {
+  auto fixed = [](const std::vector<Expr>& v) {
+    return std::all_of(v.begin(), v.end(), [](const Expr& e) { return e.as_int().has_value(); });
+  };
+  return fixed(m.sizes) && fixed(m.strides) && m.offset.as_int().has_value();
+}
+
+}  // namespace
+
+bool Lowering::touches_symbolic_size(const graph::Node& n) const {
+  for (const graph::TensorMeta& m : n.meta) {
+    if (!is_static(m)) return true;
+  }
+  std::vector<const graph::Arg*> stack;
+  for (const auto& a : n.args) stack.push_back(&a);
+  for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
+  while (!stack.empty()) {
+    const graph::Arg* a = stack.back();
+    stack.pop_back();
+    if (a->kind == graph::Arg::Kind::Sym && !a->sym.as_int()) return true;
+    if (a->kind == graph::Arg::Kind::Node) {
+      for (const graph::TensorMeta& m : g_.node(a->node).meta) {
+        if (!is_static(m)) return true;
+      }
+    }
+    for (const auto& item : a->list) stack.push_back(&item);
+  }
+  return false;
 }
 
 bool Lowering::touches_opaque_dtype(const graph::Node& n) const {

@@ -150,6 +150,9 @@ class Lowering {
   // Whether the node makes or reads a tensor of an opaque dtype (graph::is_opaque): it runs in
   // ATen.
   bool touches_opaque_dtype(const graph::Node& n) const;
+  // Whether the node makes or reads a tensor whose sizes are symbolic (depend on data): it runs in
+  // ATen.
+  bool touches_symbolic_size(const graph::Node& n) const;
   // The wrapper variable holding the Python number node `id` produced (nullptr: not a number).
   const std::string* host_scalar(int id) const;
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.
