@@ -115,7 +115,7 @@ BINARY = (
     "lt",
 )
 REDUCE = ("sum", "amax", "amin", "mean", "var", "softmax", "log_softmax", "argmax")
-VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select")
+VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select", "flip", "repeat")
 
 # Steps whose result eager and coil compute bit for bit when their operands are exact: integer
 # and bool arithmetic, and single correctly rounded IEEE operations (coil rounds each ATen op once,
@@ -264,6 +264,10 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return a.narrow(d, p["start"], p["length"])
     if op == "select":
         return a.select(d, p["index"])
+    if op == "flip":
+        return a.flip(d)
+    if op == "repeat":
+        return a.repeat(p["repeats"])
     raise ValueError(op)
 
 
@@ -331,6 +335,12 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
             return Step(op, (i,), {})
         if op == "unsqueeze":
             return Step(op, (i,), {"dim": rng.randrange(a.dim() + 1)})
+        if op == "flip":
+            return Step(op, (i,), {"dim": d})
+        if op == "repeat":
+            # one repeat count per dim, sometimes with a new leading dim
+            repeats = [rng.choice((1, 1, 2, 3)) for _ in range(a.dim() + rng.choice((0, 0, 1)))]
+            return Step(op, (i,), {"repeats": repeats})
         size = a.shape[d]
         if size == 0:
             return None

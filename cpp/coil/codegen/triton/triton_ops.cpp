@@ -64,6 +64,9 @@ std::string dtype_text(DType d) {
       return "tl.uint32";
     case DType::UInt64:
       return "tl.uint64";
+    case DType::Complex64:
+    case DType::Complex128:
+      break;  // opaque: no kernel computes in them
   }
   return "?";
 }
