@@ -1,7 +1,7 @@
 """Correctness of data-movement and normalization lowerings that coil once left to ATen: flip,
 repeat/tile, unfold, diagonal, the *_scatter ops, copy, *_copy views, vector norms, elu, group
 norm, batch norm in training, addmv. Each is compared with eager and must compile without an ATen
-fallback op."""
+fallback op. Short scans (cumsum, cumprod) are prefix reductions."""
 
 import pytest
 import torch
@@ -150,3 +150,28 @@ def test_addmv(dtype):
     s, m, v = make_tensor((5,), dtype), make_tensor((5, 7), dtype), make_tensor((7,), dtype)
     check_lowered(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2), s, m, v)
     check_lowered(lambda s, m, v: torch.addmv(s, m, v, beta=0), s, m, v)
+
+
+SCANS = [
+    ("cumsum_last", lambda x: torch.cumsum(x, -1)),
+    ("cumsum_first", lambda x: torch.cumsum(x * 2, 0)),
+    ("cumprod", lambda x: torch.cumprod(x, 1)),
+    ("cumsum_dtype", lambda x: torch.cumsum(x, 2, dtype=torch.float64)),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, I64, BOOL, BF16], ids=dtype_id)
+@pytest.mark.parametrize("name,fn", SCANS, ids=[n for n, _ in SCANS])
+def test_short_scans_are_prefix_reductions(name, fn, dtype):
+    x = make_tensor((3, 5, 7), dtype)
+    if name == "cumprod" and dtype.is_floating_point:
+        x = x.clamp(-1.5, 1.5)
+    check_lowered(fn, x)
+
+
+def test_long_scans_stay_in_aten():
+    # Beyond realize_policy::kMaxPrefixReductionScan a scan runs in ATen (n^2 work otherwise).
+    x = make_tensor((2, 1000))
+    check(lambda x: torch.cumsum(x, 1) + 1, x, atol=1e-4, rtol=1e-4)
+    if BACKEND == "coil":
+        assert [op for r in coil_records() for op in r.fallback_ops] == ["aten.cumsum.default"]

@@ -34,4 +34,10 @@ inline constexpr int kUnrollReductionThreshold = 8;
 // 3-D pooling. Beyond it unrolled bodies grow large (max pooling costs about seven ops a slot).
 inline constexpr int kUnrollPoolingWindowThreshold = 27;
 
+// Scans (cumsum, cumprod) along a dim of at most this many elements are lowered as a reduction of
+// each element's prefix (element i reduces x[0..i] under a mask): n^2 / 2 combines per row, but
+// one fused kernel with no scan machinery, and the reads are of a row already in cache. Longer
+// scans run in ATen (coil has no scan kernel yet).
+inline constexpr int kMaxPrefixReductionScan = 256;
+
 }  // namespace coil::ir::realize_policy

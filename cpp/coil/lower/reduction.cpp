@@ -372,6 +372,28 @@ std::vector<TensorBox> lower_vector_norm(Lowering& L, const Node& n) {
   return {with_dtype(r, m.dtype)};
 }
 
+// cumsum/cumprod(x, dim, dtype=None): element i along dim combines x[0..i], as a reduction over
+// the whole dim masked to the prefix (realize_policy::kMaxPrefixReductionScan says up to which
+// length). The combine runs in the output's accumulation dtype (int64 for integer inputs).
+std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionType type) {
+  const TensorBox& x = L.box_of(n, 0);
+  const graph::TensorMeta& m = L.meta(n);
+  if (x.rank() == 0) return {with_dtype(x, m.dtype)};
+  size_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  auto len = x.sizes[dim].as_int();
+  if (!len || *len > ir::realize_policy::kMaxPrefixReductionScan) return {};
+  DType acc = acc_dtype(x.dtype, m.dtype);
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  Expr u = ir::reduction_var(0);
+  std::vector<Expr> at = idx;
+  at[dim] = u;
+  Value in_prefix =
+      ir::binary(Op::Le, ir::index_expr(u, DType::Int64), ir::index_expr(idx[dim], DType::Int64));
+  Value body = ir::where(in_prefix, ir::cast(x.load(at), acc), identity(type, acc));
+  TensorBox r = L.add_reduction(acc, x.device, x.sizes, {x.sizes[dim]}, type, body, x.origins);
+  return {with_dtype(r, m.dtype)};
+}
+
 // Per-channel (dim 1) statistics of batch norm in training: the mean and biased variance over
 // every other dim, as [C] boxes in acc.
 std::pair<TensorBox, TensorBox> channel_stats(Lowering& L, const Node& n, const TensorBox& x) {
@@ -544,6 +566,12 @@ void register_reductions(Registry& r) {
   r["aten.native_group_norm.default"] = lower_group_norm;
   r["aten.linalg_vector_norm.default"] = lower_vector_norm;
   r["aten.addmv.default"] = lower_addmv;
+  r["aten.cumsum.default"] = [](Lowering& L, const Node& n) {
+    return lower_prefix_scan(L, n, ReductionType::Sum);
+  };
+  r["aten.cumprod.default"] = [](Lowering& L, const Node& n) {
+    return lower_prefix_scan(L, n, ReductionType::Prod);
+  };
   for (const char* name : {"aten.sum.dim_IntList", "aten.sum.default"}) {
     r[name] = [](Lowering& L, const Node& n) { return lower_sum(L, n, false); };
   }
