@@ -242,6 +242,42 @@ def test_index_put_accumulate_and_scatter():
     check(lambda x, i, v: x.index_put((i,), v, accumulate=True) * 2, xb, i, vb, atol=1, rtol=0.05)
 
 
+def test_pooling_forward_and_backward():
+    x = randn(8, 64, 56, 56, dtype=BF16)
+    check(lambda x: F.max_pool2d(F.relu(x), 3, 2, 1, return_indices=True), x)
+    check(lambda x: F.avg_pool2d(x, 3, 2, 1) + F.adaptive_avg_pool2d(x, 7).mean(), x)
+    assert not [op for r in __import__("coil").compiled_graphs() for op in r.fallback_ops]
+    xg = randn(4, 16, 33, 33).requires_grad_()
+    out = torch.compile(lambda x: F.max_pool2d(x, 3, 2, 1), backend="coil")(xg)
+    out.sum().backward()
+    ref = xg.detach().clone().requires_grad_()
+    F.max_pool2d(ref, 3, 2, 1).sum().backward()
+    torch.testing.assert_close(xg.grad, ref.grad)
+
+
+def test_special_functions_libdevice():
+    x = randn(4096, 33).abs() + 0.1
+    check(lambda x: (torch.lgamma(x), torch.erfc(x), torch.special.i0(x), torch.special.ndtri(
+        torch.sigmoid(x) * 0.98 + 0.01), torch.acosh(x + 1), torch.log10(x)), x, atol=1e-5, rtol=1e-5)
+
+
+def test_random_ops_on_the_device():
+    import coil
+
+    f = torch.compile(lambda x: (torch.rand_like(x), torch.randn_like(x),
+                                 torch.ops.aten.native_dropout(x, 0.25, True)), backend="coil")
+    x = torch.ones(1024, 1024, device=DEV)
+    torch.manual_seed(0)
+    u, z, (out, mask) = f(x)
+    assert not [op for r in coil.compiled_graphs() for op in r.fallback_ops]
+    assert 0 <= u.min().item() and u.max().item() < 1 and abs(u.mean().item() - 0.5) < 0.01
+    assert abs(z.mean().item()) < 0.01 and abs(z.std().item() - 1) < 0.01
+    assert abs(mask.float().mean().item() - 0.75) < 0.01
+    torch.testing.assert_close(out, mask.float() / 0.75)
+    torch.manual_seed(0)
+    assert torch.equal(f(x)[0], u)
+
+
 def test_out_of_bounds_index_fails_on_the_device():
     f = torch.compile(lambda x, i: torch.gather(x, 0, i) + 1, backend="coil")
     x = randn(5, 3)
