@@ -221,7 +221,8 @@ def render_report(results: dict, command: str, seconds: float) -> str:
             "",
             (
                 "(indexing): an indexing op (index, index_put, gather, scatter, index_select, "
-                "embedding, take), whose lowerings are being written separately."
+                "embedding, take): coil lowers these (lower/indexing.cpp) except for 0-d "
+                "inputs, size-0 indexed dims and, on Triton, scatters without an atomic form."
             ),
         ]
         lines += ["", "<details><summary>Every such case (op, dtype, coil's reason)</summary>", ""]
