@@ -175,3 +175,37 @@ def test_long_scans_stay_in_aten():
     check(lambda x: torch.cumsum(x, 1) + 1, x, atol=1e-4, rtol=1e-4)
     if BACKEND == "coil":
         assert [op for r in coil_records() for op in r.fallback_ops] == ["aten.cumsum.default"]
+
+
+CUMULATIVE = [
+    ("cummax", lambda x: torch.cummax(x, 1)),
+    ("cummin", lambda x: torch.cummin(x, 0)),
+    ("logcumsumexp", lambda x: torch.logcumsumexp(x, -1)),
+]
+
+
+# (eager has no integer logcumsumexp)
+CUMULATIVE_CASES = [
+    (name, fn, dtype)
+    for name, fn in CUMULATIVE
+    for dtype in (F32, F64, I64, BOOL, BF16)
+    if name != "logcumsumexp" or dtype.is_floating_point
+]
+
+
+@pytest.mark.parametrize(
+    "name,fn,dtype", CUMULATIVE_CASES, ids=[f"{n}-{dtype_id(d)}" for n, _, d in CUMULATIVE_CASES]
+)
+def test_cumulative_extremes_and_logcumsumexp(name, fn, dtype):
+    # Small integers make ties, which eager resolves to the last position; NaN and infinities in
+    # float rows (the last NaN's position wins, as in eager).
+    x = torch.randint(-2, 3, (4, 9)).to(dtype)
+    if dtype.is_floating_point:
+        x[1, 3], x[2, 5], x[2, 7], x[3, 0] = float("nan"), float("nan"), float("nan"), float("-inf")
+        x[0, :2] = float("-inf")
+    check_lowered(fn, x)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.5, float("inf")])
+def test_dist(p):
+    check_lowered(lambda a, b: torch.dist(a, b, p), make_tensor((3, 4)), make_tensor((4,)))

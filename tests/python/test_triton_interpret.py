@@ -331,3 +331,11 @@ def test_effects_and_numbers():
     a = make_tensor((4, 4), torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
     with torch._dynamo.config.patch(capture_scalar_outputs=True):
         check_triton(f, a)
+
+
+def test_short_scans():
+    # Prefix reductions: cumsum, cummax (values and eager's last-position indices), logcumsumexp.
+    x = torch.randint(-2, 3, (6, 40)).float()
+    x[1, 3] = float("nan")
+    check_triton(lambda t: (torch.cumsum(t, 1), torch.cummax(t, 1), torch.logcumsumexp(t, 0)), x)
+    assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]

@@ -3,6 +3,8 @@
 // numerically stable and fuses into one kernel), softmax and log_softmax.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "coil/ir/realize_policy.h"
@@ -339,15 +341,45 @@ std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
 // linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None): the p-norm over dims, in the
 // output's opmath dtype. ord 2 is sqrt(sum(x*x)), 1 sum(|x|), +-inf max/min(|x|), 0 the count of
 // non-zeros, any other p (sum(|x|^p))^(1/p).
+double ord_of(const Arg* a, double fallback) {
+  if (!a || a->is_none()) return fallback;
+  return a->kind == Arg::Kind::Float ? a->f : static_cast<double>(a->i);
+}
+
+TensorBox vector_norm(Lowering& L, const TensorBox& x, double ord, const ReduceSpec& spec,
+                      DType acc);
+
 std::vector<TensorBox> lower_vector_norm(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
-  const Arg* ord_arg = L.arg(n, 1, "ord");
-  double ord = 2.0;
-  if (ord_arg && !ord_arg->is_none())
-    ord = ord_arg->kind == Arg::Kind::Float ? ord_arg->f : static_cast<double>(ord_arg->i);
   ReduceSpec spec{reduce_dims(L, L.arg(n, 2, "dim"), x.rank()), flag(L, n, 3, "keepdim")};
+  return {with_dtype(vector_norm(L, x, ord_of(L.arg(n, 1, "ord"), 2.0), spec, opmath(m.dtype)),
+                     m.dtype)};
+}
+
+// dist(a, b, p=2) = the p-norm of a - b (broadcast) over every element.
+std::vector<TensorBox> lower_dist(Lowering& L, const Node& n) {
+  const TensorBox& a = L.box_of(n, 0);
+  const TensorBox& b = L.box_of(n, 1);
+  const graph::TensorMeta& m = L.meta(n);
   DType acc = opmath(m.dtype);
+  std::vector<Expr> sizes(std::max(a.rank(), b.rank()), Expr(1));
+  for (const TensorBox* t : {&a, &b}) {
+    size_t lead = sizes.size() - t->rank();
+    for (size_t i = 0; i < t->rank(); ++i)
+      if (t->sizes[i] != Expr(1)) sizes[lead + i] = t->sizes[i];
+  }
+  std::vector<Expr> idx = ir::index_vars(sizes.size());
+  Value diff = ir::sub(ir::cast(a.load(broadcast_index(a, sizes, idx)), acc),
+                       ir::cast(b.load(broadcast_index(b, sizes, idx)), acc));
+  TensorBox d{acc, m.device, sizes, diff, a.origins};
+  d.origins.insert(b.origins.begin(), b.origins.end());
+  ReduceSpec spec{reduce_dims(L, nullptr, d.rank()), false};
+  return {with_dtype(vector_norm(L, d, ord_of(L.arg(n, 2, "p"), 2.0), spec, acc), m.dtype)};
+}
+
+TensorBox vector_norm(Lowering& L, const TensorBox& x, double ord, const ReduceSpec& spec,
+                      DType acc) {
   auto abs = [](Value e, const std::vector<Expr>&) { return ir::unary(Op::Abs, e); };
   TensorBox r;
   if (std::isinf(ord)) {
@@ -369,7 +401,7 @@ std::vector<TensorBox> lower_vector_norm(Lowering& L, const Node& n) {
     });
     r.body = ir::binary(Op::Pow, r.body, ir::constant(1.0 / ord, acc));
   }
-  return {with_dtype(r, m.dtype)};
+  return r;
 }
 
 // cumsum/cumprod(x, dim, dtype=None): element i along dim combines x[0..i], as a reduction over
@@ -392,6 +424,89 @@ std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionTy
   Value body = ir::where(in_prefix, ir::cast(x.load(at), acc), identity(type, acc));
   TensorBox r = L.add_reduction(acc, x.device, x.sizes, {x.sizes[dim]}, type, body, x.origins);
   return {with_dtype(r, m.dtype)};
+}
+
+// The scan dim of a cumulative op, or nullopt when the scan is too long for a prefix reduction.
+std::optional<size_t> short_scan_dim(const Lowering& L, const Node& n, const TensorBox& x) {
+  size_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  auto len = x.sizes[dim].as_int();
+  if (!len || *len > ir::realize_policy::kMaxPrefixReductionScan) return std::nullopt;
+  return dim;
+}
+
+Value index_of(const Expr& e) {
+  return ir::index_expr(e, DType::Int64);
+}
+
+// The most extreme value an accumulator of dtype d can hold (the identity of max or min).
+Value extreme(DType d, bool lowest) {
+  if (graph::is_floating(d)) {
+    return ir::constant(
+        lowest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(),
+        d);
+  }
+  return ir::int_constant(
+      lowest ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(), d);
+}
+
+// cummax/cummin(x, dim) -> (values, indices): the values are a masked prefix max (min); the index
+// is eager's, the *last* position holding it (eager replaces on >=), and the last NaN once one has
+// appeared. An arg-reduction keeps the first position, so it walks the prefix backwards: u = 0 is
+// element i itself, u = i the first element, and the answer is i - u.
+std::vector<TensorBox> lower_cumulative_extreme(Lowering& L, const Node& n, bool is_max) {
+  const TensorBox& x = L.box_of(n, 0);
+  if (x.rank() == 0) return {};
+  auto dim = short_scan_dim(L, n, x);
+  if (!dim) return {};
+  DType acc = graph::is_floating(x.dtype) ? opmath(x.dtype) : DType::Int64;
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  Expr u = ir::reduction_var(0);
+  Value in_prefix = ir::binary(Op::Le, index_of(u), index_of(idx[*dim]));
+  std::vector<Expr> forward = idx, backward = idx;
+  forward[*dim] = u;
+  backward[*dim] = idx[*dim] - u;
+  Value fill = extreme(acc, is_max);
+  Value ahead = ir::where(in_prefix, ir::cast(x.load(forward), acc), fill);
+  Value behind = ir::where(in_prefix, mask_loads(ir::cast(x.load(backward), acc), in_prefix), fill);
+  std::vector<Expr> range = {x.sizes[*dim]};
+  TensorBox values =
+      L.add_reduction(acc, x.device, x.sizes, range,
+                      is_max ? ReductionType::Max : ReductionType::Min, ahead, x.origins);
+  TensorBox steps_back =
+      L.add_reduction(DType::Int64, x.device, x.sizes, range,
+                      is_max ? ReductionType::ArgMax : ReductionType::ArgMin, behind, x.origins);
+  const graph::TensorMeta& im = L.meta(n, 1);
+  Value position = ir::sub(index_of(idx[*dim]), steps_back.load(idx));
+  TensorBox indices{im.dtype, im.device, im.sizes, ir::cast(position, im.dtype),
+                    steps_back.origins};
+  return {with_dtype(values, L.meta(n, 0).dtype), indices};
+}
+
+// logcumsumexp(x, dim): log(sum_{j<=i} exp(x_j)), shifted by the prefix max m_i for range (by 0
+// where m_i is infinite, so that all -inf gives -inf and any +inf gives +inf).
+std::vector<TensorBox> lower_logcumsumexp(Lowering& L, const Node& n) {
+  const TensorBox& x = L.box_of(n, 0);
+  const graph::TensorMeta& m = L.meta(n);
+  if (x.rank() == 0 || !graph::is_floating(m.dtype)) return {};
+  auto dim = short_scan_dim(L, n, x);
+  if (!dim) return {};
+  DType acc = opmath(m.dtype);
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  Expr u = ir::reduction_var(0);
+  Value in_prefix = ir::binary(Op::Le, index_of(u), index_of(idx[*dim]));
+  std::vector<Expr> at = idx;
+  at[*dim] = u;
+  Value xj = ir::cast(x.load(at), acc);
+  std::vector<Expr> range = {x.sizes[*dim]};
+  TensorBox mx = L.add_reduction(acc, x.device, x.sizes, range, ReductionType::Max,
+                                 ir::where(in_prefix, xj, extreme(acc, true)), x.origins);
+  Value mi = mx.load(idx);
+  Value shift = ir::where(ir::unary(Op::IsInf, mi), ir::constant(0.0, acc), mi);
+  Value term = ir::unary(Op::Exp, ir::sub(xj, shift));
+  TensorBox sum = L.add_reduction(acc, x.device, x.sizes, range, ReductionType::Sum,
+                                  ir::where(in_prefix, term, ir::constant(0.0, acc)), x.origins);
+  Value out = ir::add(ir::unary(Op::Log, sum.load(idx)), shift);
+  return {TensorBox{m.dtype, m.device, m.sizes, ir::cast(out, m.dtype), x.origins}};
 }
 
 // Per-channel (dim 1) statistics of batch norm in training: the mean and biased variance over
@@ -572,6 +687,14 @@ void register_reductions(Registry& r) {
   r["aten.cumprod.default"] = [](Lowering& L, const Node& n) {
     return lower_prefix_scan(L, n, ReductionType::Prod);
   };
+  r["aten.cummax.default"] = [](Lowering& L, const Node& n) {
+    return lower_cumulative_extreme(L, n, true);
+  };
+  r["aten.cummin.default"] = [](Lowering& L, const Node& n) {
+    return lower_cumulative_extreme(L, n, false);
+  };
+  r["aten.logcumsumexp.default"] = lower_logcumsumexp;
+  r["aten.dist.default"] = lower_dist;
   for (const char* name : {"aten.sum.dim_IntList", "aten.sum.default"}) {
     r[name] = [](Lowering& L, const Node& n) { return lower_sum(L, n, false); };
   }
