@@ -512,61 +512,50 @@ bool is_static(const graph::TensorMeta& m) {
   return fixed(m.sizes) && fixed(m.strides) && m.offset.as_int().has_value();
 }
 
-}  // namespace
-
-bool Lowering::touches_symbolic_size(const graph::Node& n) const {
-  for (const graph::TensorMeta& m : n.meta) {
-    if (!is_static(m)) return true;
-  }
+// Whether pred holds for some argument of n (positional or keyword, looking inside lists).
+bool any_arg(const graph::Node& n, const std::function<bool(const graph::Arg&)>& pred) {
   std::vector<const graph::Arg*> stack;
   for (const auto& a : n.args) stack.push_back(&a);
   for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
   while (!stack.empty()) {
     const graph::Arg* a = stack.back();
     stack.pop_back();
-    if (a->kind == graph::Arg::Kind::Sym && !a->sym.as_int()) return true;
-    if (a->kind == graph::Arg::Kind::Node) {
-      for (const graph::TensorMeta& m : g_.node(a->node).meta) {
-        if (!is_static(m)) return true;
-      }
-    }
+    if (pred(*a)) return true;
     for (const auto& item : a->list) stack.push_back(&item);
   }
   return false;
+}
+
+}  // namespace
+
+bool Lowering::touches_symbolic_size(const graph::Node& n) const {
+  auto dynamic = [](const graph::TensorMeta& m) { return !is_static(m); };
+  if (std::any_of(n.meta.begin(), n.meta.end(), dynamic)) return true;
+  return any_arg(n, [&](const graph::Arg& a) {
+    if (a.kind == graph::Arg::Kind::Sym) return !a.sym.as_int().has_value();
+    if (a.kind != graph::Arg::Kind::Node) return false;
+    const auto& metas = g_.node(a.node).meta;
+    return std::any_of(metas.begin(), metas.end(), dynamic);
+  });
 }
 
 bool Lowering::touches_opaque_dtype(const graph::Node& n) const {
   for (const graph::TensorMeta& m : n.meta) {
     if (graph::is_opaque(m.dtype)) return true;
   }
-  std::vector<const graph::Arg*> stack;
-  for (const auto& a : n.args) stack.push_back(&a);
-  for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
-  while (!stack.empty()) {
-    const graph::Arg* a = stack.back();
-    stack.pop_back();
-    if (a->kind == graph::Arg::Kind::DType && graph::is_opaque(a->dtype)) return true;
-    if (a->kind == graph::Arg::Kind::Node) {
-      for (const TensorBox& b : values_.at(a->node)) {
-        if (graph::is_opaque(b.dtype)) return true;
-      }
-    }
-    for (const auto& item : a->list) stack.push_back(&item);
-  }
-  return false;
+  return any_arg(n, [&](const graph::Arg& a) {
+    if (a.kind == graph::Arg::Kind::DType) return graph::is_opaque(a.dtype);
+    if (a.kind != graph::Arg::Kind::Node) return false;
+    const auto& boxes = values_.at(a.node);
+    return std::any_of(boxes.begin(), boxes.end(),
+                       [](const TensorBox& b) { return graph::is_opaque(b.dtype); });
+  });
 }
 
 bool Lowering::reads_host_scalar(const graph::Node& n) const {
-  std::vector<const graph::Arg*> stack;
-  for (const auto& a : n.args) stack.push_back(&a);
-  for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
-  while (!stack.empty()) {
-    const graph::Arg* a = stack.back();
-    stack.pop_back();
-    if (a->kind == graph::Arg::Kind::Node && host_scalar(a->node)) return true;
-    for (const auto& item : a->list) stack.push_back(&item);
-  }
-  return false;
+  return any_arg(n, [&](const graph::Arg& a) {
+    return a.kind == graph::Arg::Kind::Node && host_scalar(a.node) != nullptr;
+  });
 }
 
 // with_effects(token, "op", args...): the op runs as a fallback, in the order of the graph's
