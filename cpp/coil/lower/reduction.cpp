@@ -305,22 +305,13 @@ std::vector<TensorBox> lower_layer_norm(Lowering& L, const Node& n) {
   return {out, with_dtype(mean, L.meta(n, 1).dtype), with_dtype(rstd, L.meta(n, 2).dtype)};
 }
 
-// _native_batch_norm_legit_no_training (batch norm in eval mode): per channel (dim 1),
-// (x - running_mean) * rsqrt(running_var + eps) * weight + bias, in opmath; the saved mean and
-// invstd outputs are empty, as eager returns them.
-std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
-  const TensorBox& x = L.box_of(n, 0);
-  if (x.rank() < 2) throw std::runtime_error("batch norm of a tensor with fewer than 2 dims");
-  DType acc = opmath(x.dtype);
+// y = (x - mean[c]) * invstd[c] * weight[c] + bias[c], over x's index, with c = dim 1.
+Value normalize_channels(const Lowering& L, const Node& n, const TensorBox& x,
+                         const TensorBox& mean, const TensorBox& invstd, DType acc,
+                         std::set<std::string>& origins) {
   std::vector<Expr> idx = ir::index_vars(x.rank());
   auto channel = [&](const TensorBox& p) { return ir::cast(p.load({idx[1]}), acc); };
-  const Arg* eps_arg = L.arg(n, 6, "eps");
-  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
-  const TensorBox& mean = L.box(*L.arg(n, 3, "running_mean"));
-  const TensorBox& var = L.box(*L.arg(n, 4, "running_var"));
-  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), channel(mean)),
-                    ir::unary(Op::Rsqrt, ir::add(channel(var), eps)));
-  std::set<std::string> origins = x.origins;
+  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), channel(mean)), channel(invstd));
   for (size_t i : {1, 2}) {
     const Arg* a = L.arg(n, i, i == 1 ? "weight" : "bias");
     if (!a || a->is_none()) continue;
@@ -328,6 +319,25 @@ std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
     y = i == 1 ? ir::mul(y, channel(p)) : ir::add(y, channel(p));
     origins.insert(p.origins.begin(), p.origins.end());
   }
+  return y;
+}
+
+// _native_batch_norm_legit_no_training (batch norm in eval mode): per channel (dim 1),
+// (x - running_mean) * rsqrt(running_var + eps) * weight + bias, in opmath; the saved mean and
+// invstd outputs are empty, as eager returns them.
+std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
+  const TensorBox& x = L.box_of(n, 0);
+  if (x.rank() < 2) throw std::runtime_error("batch norm of a tensor with fewer than 2 dims");
+  DType acc = opmath(x.dtype);
+  const Arg* eps_arg = L.arg(n, 6, "eps");
+  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
+  const TensorBox& mean = L.box(*L.arg(n, 3, "running_mean"));
+  const TensorBox& var = L.box(*L.arg(n, 4, "running_var"));
+  TensorBox invstd = var;
+  invstd.dtype = acc;
+  invstd.body = ir::unary(Op::Rsqrt, ir::add(ir::cast(var.body, acc), eps));
+  std::set<std::string> origins = x.origins;
+  Value y = normalize_channels(L, n, x, mean, invstd, acc, origins);
   const graph::TensorMeta& m = L.meta(n, 0);
   std::vector<TensorBox> out = {
       TensorBox{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins}};
@@ -518,23 +528,6 @@ std::pair<TensorBox, TensorBox> channel_stats(Lowering& L, const Node& n, const 
   Arg dim_arg = Arg::list_of(dims);
   auto [var, mean] = var_and_mean(L, n, x, &dim_arg, 0.0, /*keepdim=*/false);
   return {mean, var};
-}
-
-// y = (x - mean[c]) * invstd[c] * weight[c] + bias[c], over x's index, with c = dim 1.
-Value normalize_channels(const Lowering& L, const Node& n, const TensorBox& x,
-                         const TensorBox& mean, const TensorBox& invstd, DType acc,
-                         std::set<std::string>& origins) {
-  std::vector<Expr> idx = ir::index_vars(x.rank());
-  auto channel = [&](const TensorBox& p) { return ir::cast(p.load({idx[1]}), acc); };
-  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), channel(mean)), channel(invstd));
-  for (size_t i : {1, 2}) {
-    const Arg* a = L.arg(n, i, i == 1 ? "weight" : "bias");
-    if (!a || a->is_none()) continue;
-    const TensorBox& p = L.box(*a);
-    y = i == 1 ? ir::mul(y, channel(p)) : ir::add(y, channel(p));
-    origins.insert(p.origins.begin(), p.origins.end());
-  }
-  return y;
 }
 
 // Batch norm in training mode (_native_batch_norm_legit_functional, _native_batch_norm_legit
