@@ -20,4 +20,4 @@ for dev in ("cpu", "cuda"):
     print(dev, "ok", g.kernel_names, "eager_fallback" if g.eager_fallback else "")
 PY
 cd - >/dev/null
-timeout 420 python3 -m pytest tests/gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -15
+timeout "${GPU_TEST_TIMEOUT:-420}" python3 -m pytest tests/gpu -q -p no:cacheprovider --durations=12 2>&1 | tee "$OUT/gpu_tests.log" | tail -40

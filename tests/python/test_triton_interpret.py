@@ -80,6 +80,24 @@ def test_integer_division_and_remainder():
     check_triton(f, a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_rounding_division_is_exact(dtype, tmp_path):
+    # Quotients that are whole numbers (4.6875 / 0.9375 = 5) and ones just below them: Triton's
+    # float32 `/` may land one ulp off, so floor/trunc of a quotient divide IEEE-exactly.
+    a = torch.tensor([4.6875, -4.6875, 1.5, -7.0, 2.9921875, 1.9765625, 0.0, -0.5] * 4).to(dtype)
+    b = torch.tensor([0.9375, 0.9375, 0.75, 3.5, 1.0, 0.66015625, 2.0, 2.0] * 4).to(dtype)
+
+    def f(a, b):
+        return (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
+                torch.floor(a / b), a // b)
+
+    coil = requires_coil()
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        check_triton(f, a, b)
+    code = open(os.path.join(coil.compiled_graphs()[-1].debug_dir, "output_code.py")).read()
+    assert "tl.math.div_rn(" in code, code
+
+
 def test_math_and_nan_propagation():
     def f(x, y):
         return torch.maximum(x, y), torch.minimum(x, y), torch.atan2(x, y), torch.pow(x.abs(), y)

@@ -218,17 +218,21 @@ void register_pointwise(Registry& r) {
     const Arg* mode = L.arg(n, 2, "rounding_mode");
     auto inputs = positional(n, 2);
     std::string m = mode && mode->kind == Arg::Kind::Str ? mode->s : "";
-    return {make_pointwise(L, n, inputs, compute_dtype_for_output(L, n),
-                           [m](const std::vector<Value>& v) {
-                             bool is_float = graph::is_floating(v[0].dtype());
-                             if (m == "floor")
-                               return is_float ? ir::unary(Op::Floor, ir::div(v[0], v[1]))
-                                               : ir::binary(Op::FloorDiv, v[0], v[1]);
-                             if (m == "trunc")
-                               return is_float ? ir::unary(Op::Trunc, ir::div(v[0], v[1]))
-                                               : ir::binary(Op::TruncDiv, v[0], v[1]);
-                             return ir::div(v[0], v[1]);
-                           })};
+    DType out = L.meta(n).dtype;
+    DType compute = compute_dtype_for_output(L, n);
+    return {make_pointwise(L, n, inputs, compute, [m, out, compute](const std::vector<Value>& v) {
+      // floor: ATen's div_floor (exact where a is a multiple of b) for every dtype.
+      if (m == "floor") return ir::binary(Op::FloorDiv, v[0], v[1]);
+      if (m == "trunc") {
+        if (out == compute) return ir::binary(Op::TruncDiv, v[0], v[1]);
+        // Eager's 16-bit kernels (CPU and CUDA) round the quotient to the dtype before
+        // truncating: 2.994 becomes 3.0 in bfloat16 and truncates to 3, not 2. The renderers
+        // divide exactly (IEEE) wherever a rounding op reads the quotient.
+        Value q = ir::cast(ir::cast(ir::div(v[0], v[1]), out), compute);
+        return ir::unary(Op::Trunc, q);
+      }
+      return ir::div(v[0], v[1]);
+    })};
   };
   // rsub(x, other, alpha) = other - alpha * x.
   for (const char* overload : {".Scalar", ".Tensor"}) {

@@ -201,8 +201,12 @@ std::vector<TensorBox> lower_round_decimals(Lowering& L, const Node& n) {
 }
 
 // Bit shifts in the promoted integer dtype, with ATen's results for shifts outside [0, bits).
+// `x << 2` in Python traces to aten.__lshift__.Scalar, the same function under another name.
 void reg_shift(Registry& r, const std::string& name, Op op) {
-  for (const char* overload : {".Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
+  bool dunder = name.rfind("__", 0) == 0;
+  for (const char* overload : dunder ? std::vector<const char*>{".Tensor", ".Scalar"}
+                                     : std::vector<const char*>{".Tensor", ".Tensor_Scalar",
+                                                                ".Scalar_Tensor"}) {
     r["aten." + name + overload] = [op](Lowering& L, const Node& n) -> std::vector<TensorBox> {
       DType d = L.meta(n).dtype;
       if (graph::is_floating(d) || d == DType::Bool || !renders(L, op, d)) return {};
@@ -301,6 +305,8 @@ void register_special(Registry& r) {
   r["aten.round.decimals"] = lower_round_decimals;
   reg_shift(r, "bitwise_left_shift", Op::ShiftLeft);
   reg_shift(r, "bitwise_right_shift", Op::ShiftRight);
+  reg_shift(r, "__lshift__", Op::ShiftLeft);
+  reg_shift(r, "__rshift__", Op::ShiftRight);
 }
 
 }  // namespace coil::lower

@@ -126,8 +126,19 @@ inline T coil_fmod(T a, T b) {
 }
 template <typename T>
 inline T coil_floordiv_t(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::floor(a / b);
-  else return static_cast<T>(coil_floordiv(a, b));
+  if constexpr (std::is_floating_point_v<T>) {
+    // ATen's div_floor_floating: exact where a is a multiple of b, unlike floor(a / b)
+    // (which rounds a quotient just below an integer up to it).
+    if (b == 0) return a / b;
+    T m = std::fmod(a, b);
+    T d = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) d -= T(1);
+    if (d == 0) return std::copysign(T(0), a / b);
+    T f = std::floor(d);
+    return d - f > T(0.5) ? f + T(1) : f;
+  } else {
+    return static_cast<T>(coil_floordiv(a, b));
+  }
 }
 template <typename T>
 inline T coil_truncdiv(T a, T b) {

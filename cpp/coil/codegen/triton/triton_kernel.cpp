@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "coil/codegen/triton/triton_launch.h"
 #include "coil/codegen/triton/triton_ops.h"
@@ -532,7 +533,9 @@ class Emitter {
 
   // Emits the lines computing root; returns its text (a tmp name, or a typed constant).
   std::string value(Value root) {
-    for (const Value& v : ir::topo_order({root})) {
+    std::vector<Value> order = ir::topo_order({root});
+    mark_exact_divisions(order);
+    for (const Value& v : order) {
       if (v.op() == Op::Constant || lookup(v)) continue;
       std::string text;
       int d = kNone;
@@ -580,6 +583,10 @@ class Emitter {
           if (v->args.size() == 1) {
             text = triton::unary_text(v.op(), operand(v->args[0], false), v->args[0].dtype());
             d = dims(v->args[0]);
+          } else if (v.op() == Op::Div && exact_divs_.count(v.get())) {
+            text = "tl.math.div_rn(" + operand(v->args[0], false) + ", " +
+                   operand(v->args[1], false) + ")";
+            d = dims(v->args[0]) | dims(v->args[1]);
           } else {
             Value a = v->args[0], b = v->args[1];
             bool ok = literal_friendly(v.op(), a.dtype());
@@ -595,6 +602,28 @@ class Emitter {
     }
     if (root.op() == Op::Constant) return triton::constant_tensor_text(root);
     return *lookup(root);
+  }
+
+  // Triton's float32 `/` is approximate (div.full.f32, up to 2 ulp): 4.6875 / 0.9375 can come
+  // out just below 5. Where a rounding op reads a quotient (through casts), one ulp changes
+  // the result by a whole unit, so those divisions are rendered IEEE-exact, as eager computes
+  // them; every other division keeps the fast form.
+  void mark_exact_divisions(const std::vector<Value>& order) {
+    for (const Value& v : order) {
+      switch (v.op()) {
+        case Op::Floor:
+        case Op::Ceil:
+        case Op::Trunc:
+        case Op::Round: {
+          Value q = v->args[0];
+          while (q.op() == Op::Cast) q = q->args[0];
+          if (q.op() == Op::Div && q.dtype() == DType::Float32) exact_divs_.insert(q.get());
+          break;
+        }
+        default:
+          break;
+      }
+    }
   }
 
   // ---- members and stages ----
@@ -929,6 +958,7 @@ class Emitter {
   std::set<std::string> used_;  // x/r variables (and xindex/rindex) that printed indices mention
   std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
   std::unordered_map<const ir::ScalarNode*, int> dims_;
+  std::unordered_set<const ir::ScalarNode*> exact_divs_;  // see mark_exact_divisions
   std::map<std::string, int> checked_dims_;  // checked indirect index temporary -> its dims
   std::vector<PendingResult> pending_results_;
 };
