@@ -204,9 +204,9 @@ std::vector<TensorBox> lower_round_decimals(Lowering& L, const Node& n) {
 // `x << 2` in Python traces to aten.__lshift__.Scalar, the same function under another name.
 void reg_shift(Registry& r, const std::string& name, Op op) {
   bool dunder = name.rfind("__", 0) == 0;
-  for (const char* overload : dunder ? std::vector<const char*>{".Tensor", ".Scalar"}
-                                     : std::vector<const char*>{".Tensor", ".Tensor_Scalar",
-                                                                ".Scalar_Tensor"}) {
+  for (const char* overload :
+       dunder ? std::vector<const char*>{".Tensor", ".Scalar"}
+              : std::vector<const char*>{".Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
     r["aten." + name + overload] = [op](Lowering& L, const Node& n) -> std::vector<TensorBox> {
       DType d = L.meta(n).dtype;
       if (graph::is_floating(d) || d == DType::Bool || !renders(L, op, d)) return {};
