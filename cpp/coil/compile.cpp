@@ -5,6 +5,7 @@
 
 #include "coil/codegen/cpp/cpp_kernel.h"
 #include "coil/codegen/cpp/prelude.h"
+#include "coil/codegen/kernel_dedup.h"
 #include "coil/codegen/triton/triton_kernel.h"
 #include "coil/codegen/triton/triton_prelude.h"
 #include "coil/codegen/wrapper/python_wrapper.h"
@@ -94,6 +95,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
         kernels.push_back(codegen::render_cpp_kernel(prog, schedule, k, name));
       }
     }
+    codegen::mark_identical_kernels(prog, kernels);
     std::string source = triton ? codegen::triton::kPrelude : codegen::cpp::kPrelude;
     for (const codegen::KernelSource& k : kernels) {
       if (!k.aten_math) continue;
@@ -101,7 +103,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       break;
     }
     for (const codegen::KernelSource& k : kernels) {
-      source += triton ? "\n\n" + k.code : "\n" + k.code;
+      if (k.same_code_as.empty()) source += triton ? "\n\n" + k.code : "\n" + k.code;
       r.kernel_names.push_back(k.name);
       r.artifacts[k.name + ext] = k.code;
     }

@@ -2,8 +2,11 @@
 a hand-written transformer block, GPT-2, a small CNN whose convolutions fall back), matmul-family
 extern calls, training-style forward+backward, graph breaks and shape recompiles."""
 
+import contextlib
 import copy
 import math
+import os
+import re
 
 import pytest
 import torch
@@ -184,12 +187,26 @@ def _gpt2(lm_head: bool):
     return cls(cfg).eval()
 
 
-def test_gpt2_model():
+def test_gpt2_model(tmp_path):
     m = _gpt2(lm_head=False)
     ids = torch.randint(0, 128, (2, 16))
-    with torch.no_grad():
+    debug = contextlib.nullcontext()
+    if BACKEND == "coil":
+        import coil
+
+        debug = coil.config.patch(debug_dir=str(tmp_path))
+    with torch.no_grad(), debug:
         out = check(lambda i: m(input_ids=i, use_cache=False).last_hidden_state, ids, **MODEL_TOL)
     assert out.shape == (2, 16, 64)
+    if BACKEND == "coil":
+        # The second layer's kernels have the first layer's code: compiled once, launched twice.
+        (record,) = [r for r in coil_records() if not r.eager_fallback]
+        code = open(os.path.join(record.debug_dir, "output_code.py")).read()
+        aliases = [line for line in code.splitlines()
+                   if re.fullmatch(r"cpp_fused_\w+ = cpp_fused_\w+", line)]
+        assert len(aliases) >= 4, code
+        source = open(os.path.join(record.debug_dir, "kernels.cpp")).read()
+        assert source.count('extern "C" void ') == len(record.kernel_names) - len(aliases)
 
 
 def test_gpt2_lm_head_with_padding_mask():

@@ -98,6 +98,22 @@ def test_rounding_division_is_exact(dtype, tmp_path):
     assert "tl.math.div_rn(" in code, code
 
 
+def test_repeated_layers_share_one_launcher(tmp_path):
+    # Two identical layers: the second layer's kernel is the first's, compiled and tuned once.
+    def f(x, w):
+        h = F.gelu(x @ w) * 2
+        return F.gelu(h @ w) * 2
+
+    coil = requires_coil()
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        check_triton(f, make_tensor((8, 16)), make_tensor((16, 16)))
+    record = coil.compiled_graphs()[-1]
+    code = open(os.path.join(record.debug_dir, "output_code.py")).read()
+    first, second = record.kernel_names
+    assert f"{second} = {first}\n" in code, code
+    assert code.count(" = triton_launcher.Launcher(") == 1, code
+
+
 def test_math_and_nan_propagation():
     def f(x, y):
         return torch.maximum(x, y), torch.minimum(x, y), torch.atan2(x, y), torch.pow(x.abs(), y)

@@ -52,6 +52,9 @@ struct KernelSource {
   // C++ kernels: calls ATen's scalar special functions, so the kernel file needs prelude.h's
   // kAtenMathPrelude and torch's headers to build.
   bool aten_math = false;
+  // Set when an earlier kernel of the graph has the same code (kernel_dedup.h): this kernel's
+  // code is not emitted again, and its launch sites call that kernel.
+  std::string same_code_as;
 };
 
 // A descriptive, deterministic kernel name: <prefix>_fused_<ops>_<n>, ops from the origins.

@@ -85,6 +85,17 @@ std::string function_imports(const ir::Program& prog) {
   return out.empty() ? "" : out + "\n";
 }
 
+// Kernels with the same code as an earlier one (kernel_dedup.h) launch that one.
+std::string same_code_aliases(const std::vector<KernelSource>& kernels) {
+  std::string out;
+  for (const KernelSource& k : kernels) {
+    if (k.same_code_as.empty()) continue;
+    if (out.empty()) out = "\n# Kernels with the same code as an earlier one: compiled once.\n";
+    out += k.name + " = " + k.same_code_as + "\n";
+  }
+  return out;
+}
+
 // Imports, the Triton kernels and one launcher per kernel with its candidate configs.
 std::string triton_header(const ir::Program& prog, const std::vector<KernelSource>& kernels,
                           const std::string& source) {
@@ -100,6 +111,7 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
          "the "
          "first call.\n";
   for (const KernelSource& k : kernels) {
+    if (!k.same_code_as.empty()) continue;
     out << k.name << " = triton_launcher.Launcher(" << k.name << ", " << quote(k.launch.kind)
         << ", [";
     for (size_t i = 0; i < k.launch.configs.size(); ++i) {
@@ -130,10 +142,16 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
       out << ", 'rnumel': " << sym::to_python(k.launch.rnumel);
     out << "})\n";
   }
+  out << same_code_aliases(kernels);
   out << "\n# Every candidate config of every kernel, compiled in parallel before the first "
          "call.\n";
   out << "triton_launcher.precompile([";
-  for (size_t i = 0; i < kernels.size(); ++i) out << (i ? ", " : "") << kernels[i].name;
+  bool first_kernel = true;
+  for (const KernelSource& k : kernels) {
+    if (!k.same_code_as.empty()) continue;
+    out << (first_kernel ? "" : ", ") << k.name;
+    first_kernel = false;
+  }
   out << "])\n\n";
   return out.str();
 }
@@ -212,9 +230,10 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     out << "_lib = coil_runtime.load_cpp(CPP_SOURCE" << (aten_math ? ", aten_headers=True" : "")
         << ")\n";
     for (const KernelSource& k : kernels) {
+      if (!k.same_code_as.empty()) continue;
       out << k.name << " = _lib.kernel(" << quote(k.name) << ", " << k.args.size() << ", 0)\n";
     }
-    out << "\n";
+    out << same_code_aliases(kernels) << "\n";
   }
 
   if (triton && !error_device.empty()) out << "from coil import runtime as coil_runtime\n\n";
