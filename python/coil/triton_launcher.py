@@ -100,8 +100,16 @@ class Launcher:
         if not self.dtypes or "xnumel" not in self.sizes:
             return []
         sizes = [self.sizes[k] for k in ("ynumel", "xnumel", "rnumel") if k in self.sizes]
+        configs = self.configs
+        if len(configs) > 1:
+            # A winner tuned by an earlier process for these sizes: only it will run.
+            path = self._cache_path(_current_device_name(), self.sizes["xnumel"],
+                                    self.sizes.get("rnumel"), self.sizes.get("ynumel"))
+            cached = _read_json(path)
+            if cached and cached.get("config") in configs:
+                configs = [cached["config"]]
         jobs = []
-        for cfg in self.configs:
+        for cfg in configs:
             def job(cfg=cfg):
                 kernel = self.fn.warmup(*self.dtypes, *sizes, grid=(1,), **cfg)
                 kernel._init_handles()  # loads the binary; builds the C launcher if new
@@ -113,7 +121,7 @@ class Launcher:
     def _choose(self, tensors, xnumel: int, rnumel: int | None, ynumel: int | None) -> dict:
         if len(self.configs) == 1 or interpreting():
             return self.configs[0]
-        path = self._cache_path(tensors, xnumel, rnumel, ynumel)
+        path = self._cache_path(_device_name(tensors), xnumel, rnumel, ynumel)
         cached = _read_json(path)
         if cached and cached.get("config") in self.configs:
             return cached["config"]
@@ -162,14 +170,8 @@ class Launcher:
             timings.append(ms)
         return timings
 
-    def _cache_path(self, tensors, xnumel: int, rnumel: int | None, ynumel: int | None) -> str:
-        device = ""
-        for t in tensors:
-            if getattr(t, "is_cuda", False):
-                import torch
-
-                device = torch.cuda.get_device_name(t.device)
-                break
+    def _cache_path(self, device: str, xnumel: int, rnumel: int | None,
+                    ynumel: int | None) -> str:
         h = hashlib.sha256()
         for part in (getattr(self.fn, "src", self.__name__), json.dumps(self.configs), device,
                      triton.__version__, str(xnumel), str(rnumel), str(ynumel)):
@@ -177,6 +179,22 @@ class Launcher:
             h.update(b"\0")
         folder = os.path.join(config.options.cache_dir, "triton")
         return os.path.join(folder, f"{self.__name__}-{h.hexdigest()[:20]}.best_config.json")
+
+
+def _device_name(tensors) -> str:
+    """The GPU's name, part of a tuned config's cache key ("" for CPU tensors)."""
+    for t in tensors:
+        if getattr(t, "is_cuda", False):
+            import torch
+
+            return torch.cuda.get_device_name(t.device)
+    return ""
+
+
+def _current_device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
 
 
 class _Bound:
@@ -245,9 +263,11 @@ def _hooked(hook) -> bool:
 
 
 def precompile(launchers, workers: int | None = None) -> None:
-    """Compile every candidate config of every kernel before the first call, several at a time on
-    a thread pool: Triton's compiler spends much of its time in ptxas and in building C launchers,
-    separate processes that run in parallel. An error is left for the first call to report."""
+    """Compile every candidate config of every kernel before the first call (only the winner,
+    where an earlier process tuned the kernel for these sizes and cached it), several at a time
+    on a thread pool: Triton's compiler spends much of its time in ptxas and in building C
+    launchers, separate processes that run in parallel. An error is left for the first call to
+    report."""
     if interpreting():
         return
     jobs = [job for launcher in launchers for job in launcher.compile_jobs()]

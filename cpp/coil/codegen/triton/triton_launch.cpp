@@ -21,6 +21,11 @@ constexpr int64_t kPersistentLongRnumel = 32768;
 constexpr int64_t kPersistentElementsPerThread = 32;
 // Persistent configs keep XBLOCK * RBLOCK at most this, so a block's values fit in registers.
 constexpr int64_t kPersistentMaxBlockElements = 4096;
+// Kernels over at most this many elements (x times r) keep their first candidate only: 1 MB of
+// float32 moves in well under a microsecond on a current GPU, below a launch's own overhead, so
+// no config can win back what compiling and benchmarking the others costs (each candidate is a
+// Triton compile and a timed run on the first call).
+constexpr int64_t kTuneMinElements = int64_t{1} << 18;
 }  // namespace
 
 int64_t next_pow2(int64_t n) {
@@ -82,6 +87,16 @@ int warps_for(int64_t elements, int lo, int hi) {
   return std::max(lo, w);
 }
 
+// See kTuneMinElements. The decision is recorded where it drops candidates.
+void keep_first_if_small(LaunchPlan& p, int64_t elements) {
+  auto& cs = p.launch.configs;
+  if (cs.size() <= 1 || elements > kTuneMinElements) return;
+  cs.resize(1);
+  p.decisions.push_back("one config, not tuned: " + std::to_string(elements) +
+                        " elements <= " + std::to_string(kTuneMinElements) +
+                        ", too small for a config to win back its compile and benchmark");
+}
+
 // A pointwise kernel the scheduler tiled (a transposed read, sched::Kernel::tile): its last loop
 // is the tile's columns, the loops before it (flattened) its rows.
 bool wants_tiles(const sched::Kernel& k) {
@@ -115,6 +130,7 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
       c.yblock = std::min(c.yblock, rcap);
       add_config(cs, c);
     }
+    keep_first_if_small(p, xnumel);
     for (const LaunchConfig& c : cs) {
       p.xmask |= cols % c.xblock != 0;
       p.ymask |= rows % c.yblock != 0;
@@ -190,6 +206,7 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
         "): block accumulators [XBLOCK, RBLOCK], one loop over r per stage; configs " +
         configs_text(cs));
   }
+  keep_first_if_small(p, xnumel * std::max<int64_t>(rnumel, 1));
   for (const LaunchConfig& c : cs) {
     p.xmask |= xnumel % c.xblock != 0;
     if (c.rblock) p.rmask |= rnumel % c.rblock != 0;
