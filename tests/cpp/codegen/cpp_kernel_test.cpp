@@ -198,12 +198,14 @@ TEST(CppKernel, ReductionWorkCountsTheInnerLoops) {
   EXPECT_FALSE(contains(small.kernels.at(0).code, "omp parallel"));
 }
 
-TEST(CppKernel, FloatSumsVectorizeTheirReductionLoop) {
+TEST(CppKernel, SumAndMaxLoopsVectorizeTheirReductions) {
   Rendered r = render(test::softmax());
   const std::string& code = r.kernels.at(0).code;
-  // The max loop is a plain loop; the sum loop may reassociate; the output loop is pointwise.
+  // The max loop reduces through the prelude's NaN-propagating declared reduction; the sum loop
+  // may reassociate; the output loop is pointwise.
   EXPECT_TRUE(contains(code,
                        "    float acc_buf0 = -std::numeric_limits<float>::infinity();\n"
+                       "    #pragma omp simd reduction(coil_max_f:acc_buf0)\n"
                        "    for (int64_t r0 = 0; r0 < 32; ++r0) {\n"
                        "      float tmp0 = in_ptr0[r0 + 32*x0];\n"
                        "      acc_buf0 = coil_max<float>(acc_buf0, tmp0);\n"
@@ -219,6 +221,20 @@ TEST(CppKernel, FloatSumsVectorizeTheirReductionLoop) {
   EXPECT_FALSE(contains(code, "] = v_buf0;")) << code;
   EXPECT_FALSE(contains(code, "] = v_buf1;")) << code;
   EXPECT_TRUE(contains(code, "      float tmp7 = (tmp6 / v_buf1);\n")) << code;
+}
+
+TEST(CppKernel, LoopsWithAReductionWithoutASimdFormStayScalar) {
+  // prod has no declared SIMD reduction here: its loop gets no simd pragma at all, even when
+  // it also holds a sum.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 32}));
+  Arg p = b.call("prod", "aten.prod.dim_int", {x, test::iarg(1)}, contiguous({8}));
+  Arg s = b.call("sum", "aten.sum.dim_IntList", {x, test::ints({1})}, contiguous({8}));
+  Rendered r = render(b.finish({p, s}));
+  ASSERT_EQ(r.kernels.size(), 1u);  // both reduce the same rows of x: one loop
+  const std::string& code = r.kernels[0].code;
+  ASSERT_TRUE(contains(code, "acc_buf0 * ") || contains(code, "acc_buf1 * ")) << code;
+  EXPECT_FALSE(contains(code, "#pragma omp simd reduction")) << code;
 }
 
 TEST(CppKernel, ArgmaxKeepsTheFirstMaximumAndTheFirstNan) {

@@ -494,6 +494,39 @@ class Emitter {
     store(b, m, var);
   }
 
+  // " reduction(op:acc, ...)" clauses for a loop whose reductions all have a SIMD form (sums,
+  // and max/min through the prelude's NaN-propagating declared reductions); "" when one has
+  // none (products, any/all, arg-reductions, Welford): that loop stays scalar.
+  std::string simd_reduction_clauses(const std::vector<const sched::Member*>& reductions) const {
+    std::map<std::string, std::string> by_op;
+    for (const sched::Member* m : reductions) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      DType t = b.body.dtype();
+      bool f32 = t == DType::Float32, f64 = t == DType::Float64;
+      bool integer = !graph::is_floating(t) && t != DType::Bool;
+      std::string op;
+      switch (*b.reduction) {
+        case ir::ReductionType::Sum:
+          if (f32 || f64 || integer) op = "+";
+          break;
+        case ir::ReductionType::Max:
+          op = f32 ? "coil_max_f" : f64 ? "coil_max_d" : integer ? "max" : "";
+          break;
+        case ir::ReductionType::Min:
+          op = f32 ? "coil_min_f" : f64 ? "coil_min_d" : integer ? "min" : "";
+          break;
+        default:
+          break;
+      }
+      if (op.empty()) return "";
+      std::string& list = by_op[op];
+      list += (list.empty() ? "" : ", ") + std::string("acc_") + b.name;
+    }
+    std::string out;
+    for (const auto& [op, list] : by_op) out += " reduction(" + op + ":" + list + ")";
+    return out;
+  }
+
   static bool is_arg_reduction(const ir::Buffer& b) {
     return *b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin;
   }
@@ -530,6 +563,7 @@ class Emitter {
       sum_list +=
           (sum_list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
     }
+    std::string simd_clauses = simd_reduction_clauses(reductions);
     // A kernel reducing everything to one value (no x loops) splits its sums across threads;
     // otherwise the x loops carry the parallelism.
     Expr rwork = 1;
@@ -545,9 +579,10 @@ class Emitter {
              " reduction(+:" + sum_list + ")");
       } else if (innermost && reductions.empty()) {
         line("#pragma omp simd");
-      } else if (innermost && all_sums && !reductions.empty()) {
-        // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are).
-        line("#pragma omp simd reduction(+:" + sum_list + ")");
+      } else if (innermost && !simd_clauses.empty()) {
+        // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are); max and
+        // min combine exactly in any order.
+        line("#pragma omp simd" + simd_clauses);
       }
       line("for (int64_t " + r + " = 0; " + r + " < " + sym::to_cpp(k_.rsizes[j], env_) + "; ++" +
            r + ") {");

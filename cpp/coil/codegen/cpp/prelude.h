@@ -157,6 +157,16 @@ inline T coil_min(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) return a != a ? a : (b != b ? b : (a < b ? a : b));
   else return a < b ? a : b;
 }
+// Max/min reductions in "omp simd" loops: the lanes are combined in any order, which is exact
+// for both (NaN still wins: coil_max/coil_min are associative).
+#pragma omp declare reduction(coil_max_f : float : omp_out = coil_max<float>(omp_out, omp_in)) \
+    initializer(omp_priv = -std::numeric_limits<float>::infinity())
+#pragma omp declare reduction(coil_max_d : double : omp_out = coil_max<double>(omp_out, omp_in)) \
+    initializer(omp_priv = -std::numeric_limits<double>::infinity())
+#pragma omp declare reduction(coil_min_f : float : omp_out = coil_min<float>(omp_out, omp_in)) \
+    initializer(omp_priv = std::numeric_limits<float>::infinity())
+#pragma omp declare reduction(coil_min_d : double : omp_out = coil_min<double>(omp_out, omp_in)) \
+    initializer(omp_priv = std::numeric_limits<double>::infinity())
 template <typename T>
 inline T coil_pow(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
