@@ -283,3 +283,60 @@ TEST(Pooling, ForTritonTheBackwardNeedsNoAtomics) {
 
 }  // namespace
 }  // namespace coil::lower
+
+namespace coil::lower {
+namespace {
+
+// pool(producer) over f32[1, 2, 8, 8]: max_pool2d 3x3 stride 2 padding 1 (overlapping windows)
+// or avg_pool2d 2x2 stride 2 (disjoint). The producer is relu(x) (cheap) or, like an eval batch
+// norm + ReLU, relu((x - a) * b * c + d) over five buffers (costly).
+graph::Graph pool_of(bool overlapping, bool costly) {
+  GraphBuilder b;
+  auto meta = [] { return contiguous({1, 2, 8, 8}); };
+  Arg x = b.input("arg0_1", meta());
+  Arg v = x;
+  if (costly) {
+    Arg a = b.input("arg1_1", meta()), s = b.input("arg2_1", meta());
+    Arg c = b.input("arg3_1", meta()), d = b.input("arg4_1", meta());
+    v = b.call("sub", "aten.sub.Tensor", {v, a}, meta());
+    v = b.call("mul", "aten.mul.Tensor", {v, s}, meta());
+    v = b.call("mul_1", "aten.mul.Tensor", {v, c}, meta());
+    v = b.call("add", "aten.add.Tensor", {v, d}, meta());
+  }
+  Arg r = b.call("relu", "aten.relu.default", {v}, meta());
+  if (overlapping) {
+    std::vector<Arg> out =
+        b.call_tuple("max_pool2d_with_indices", "aten.max_pool2d_with_indices.default",
+                     {r, ints({3, 3}), ints({2, 2}), ints({1, 1})},
+                     {contiguous({1, 2, 4, 4}), contiguous({1, 2, 4, 4}, DType::Int64)});
+    return b.finish({out[0]});
+  }
+  Arg out = b.call("avg_pool2d", "aten.avg_pool2d.default", {r, ints({2, 2}), ints({2, 2})},
+                   contiguous({1, 2, 4, 4}));
+  return b.finish({out});
+}
+
+// A buffer holding the producer (its origins include `origin`, and no pooling op).
+bool has_buffer_with(const ir::Program& p, const std::string& origin) {
+  for (const ir::Buffer& b : p.buffers) {
+    bool pooled = false;
+    for (const std::string& o : b.origins) pooled |= o.find("pool") != std::string::npos;
+    if (b.origins.count(origin) && !pooled) return true;
+  }
+  return false;
+}
+
+TEST(Pooling, OverlappingWindowsReadACostlyProducerFromMemory) {
+  // 9 reads per output over 16 outputs per plane = 144 > 64 input elements: the five-buffer
+  // producer is stored once instead of being recomputed in every slot.
+  ir::Program p = lower_graph(pool_of(/*overlapping=*/true, /*costly=*/true));
+  EXPECT_TRUE(has_buffer_with(p, "relu")) << p.to_text();
+}
+
+TEST(Pooling, CheapProducersAndDisjointWindowsStayInline) {
+  EXPECT_FALSE(has_buffer_with(lower_graph(pool_of(true, false)), "relu"));
+  EXPECT_FALSE(has_buffer_with(lower_graph(pool_of(false, true)), "relu"));
+}
+
+}  // namespace
+}  // namespace coil::lower
