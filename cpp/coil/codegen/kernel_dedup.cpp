@@ -1,9 +1,9 @@
 #include "coil/codegen/kernel_dedup.h"
 
 #include <cctype>
-
 #include <sstream>
 #include <unordered_map>
+
 #include "coil/codegen/kernel_args.h"
 
 namespace coil::codegen {
