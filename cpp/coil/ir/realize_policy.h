@@ -15,6 +15,12 @@ inline constexpr int kReuseReadsThreshold = 4;
 // ... or when its body has more than this many ops: recomputation cost outgrows the saved store.
 inline constexpr int kReuseOpsThreshold = 30;
 
+// The test both thresholds make, for a body that would be computed more than once (several
+// consumers, or overlapping pooling windows that read each element several times).
+inline bool worth_storing_for_reuse(int ops, int buffers_read) {
+  return buffers_read > kReuseReadsThreshold || ops > kReuseOpsThreshold;
+}
+
 // A pointwise body that has accumulated more than this many distinct buffer reads through
 // inlining is stored even with one consumer: kernels with many input streams lose cache and
 // register locality, and further inlining would only grow the read set.

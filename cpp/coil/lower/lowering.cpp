@@ -414,9 +414,8 @@ void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
   if (box.body.op() == ir::Op::Constant) return;
   int ops = ir::count_ops(box.body);
   int reads = static_cast<int>(ir::loaded_buffers(box.body).size());
-  bool store =
-      ops > policy::kMaxOpsThreshold || reads > policy::kAccumulatedReadsThreshold ||
-      (num_users > 1 && (reads > policy::kReuseReadsThreshold || ops > policy::kReuseOpsThreshold));
+  bool store = ops > policy::kMaxOpsThreshold || reads > policy::kAccumulatedReadsThreshold ||
+               (num_users > 1 && policy::worth_storing_for_reuse(ops, reads));
   if (store) box = realize(box);
 }
 

@@ -311,11 +311,9 @@ Value divide(Value sum, const Expr& divisor) {
 // element once.
 TensorBox stored_if_reread(Lowering& L, const TensorBox& x, const std::vector<int64_t>& slots,
                            const std::vector<Expr>& out_sizes, size_t k) {
-  namespace policy = ir::realize_policy;
   if (!x.body || as_strided_view(x)) return x;
-  int ops = ir::count_ops(x.body);
   int buffers = static_cast<int>(ir::loaded_buffers(x.body).size());
-  if (buffers <= policy::kReuseReadsThreshold && ops <= policy::kReuseOpsThreshold) return x;
+  if (!ir::realize_policy::worth_storing_for_reuse(ir::count_ops(x.body), buffers)) return x;
   int64_t reads = product(slots), elements = 1;
   for (size_t d = 0; d < k; ++d) {
     auto out = out_sizes[out_sizes.size() - k + d].as_int();
