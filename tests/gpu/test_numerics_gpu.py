@@ -34,17 +34,6 @@ CHAIN = {F32: dict(atol=1e-4, rtol=1e-4), BF16: dict(atol=5e-2, rtol=5e-2),
          F16: dict(atol=5e-3, rtol=5e-3)}
 
 
-@pytest.fixture(autouse=True)
-def _fresh(tmp_path):
-    import coil
-
-    torch.manual_seed(0)
-    coil.reset()
-    with coil.config.patch(cache_dir=str(tmp_path / "cache")):
-        yield
-    coil.reset()
-
-
 def check(fn, *inputs, tol=None, fallbacks_allowed=()):
     """Eager vs coil: same structure, dtypes, shapes and values; every kernel a Triton kernel,
     no graph run eagerly and no ATen fallback beyond the ones named."""

@@ -18,17 +18,6 @@ BF16 = torch.bfloat16
 DEV = "cuda"
 
 
-@pytest.fixture(autouse=True)
-def _fresh(tmp_path):
-    import coil
-
-    torch.manual_seed(0)
-    coil.reset()
-    with coil.config.patch(cache_dir=str(tmp_path / "cache")):
-        yield
-    coil.reset()
-
-
 def randn(*shape, dtype=torch.float32):
     return torch.randn(*shape, device=DEV).to(dtype)
 
