@@ -2,6 +2,10 @@
 torch.profiler, side by side, plus wall time per call and the first call's time.
 
     python scripts/gpu_profile.py --model gpt2 [--batch 8 --seq 512] [--top 25]
+    python scripts/gpu_profile.py --model resnet50 --batch 64 --backends inductor,coil,coil:channels_last=1
+
+Models: gpt2, gpt2_lm (with the LM head), resnet18/resnet50/mobilenet_v3_large (coil.bench.vision).
+A backend "coil:KEY=VALUE,..." runs coil under coil.config.patch(KEY=VALUE) ("1"/"0" are booleans).
 """
 
 import argparse
@@ -11,11 +15,17 @@ import torch
 
 
 def build(model: str, batch: int, seq: int):
-    if model == "gpt2":
-        from transformers import GPT2Config, GPT2Model
+    if model in ("resnet18", "resnet50", "mobilenet_v3_large"):
+        from coil.bench import vision
+
+        m = vision.MODELS[model]().cuda().to(torch.bfloat16).eval()
+        x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.bfloat16)
+        return m, (x,), lambda mod: mod
+    if model in ("gpt2", "gpt2_lm"):
+        from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
         cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
-        m = GPT2Model(cfg)
+        m = GPT2LMHeadModel(cfg) if model == "gpt2_lm" else GPT2Model(cfg)
         ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
         fn = lambda mod: (lambda ids: mod(ids, use_cache=False)[0])  # noqa: E731
         return m.cuda().to(torch.bfloat16).eval(), (ids,), fn
@@ -65,10 +75,21 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     model, inputs, fn = build(a.model, a.batch, a.seq)
-    for backend in a.backends.split(","):
+    import contextlib
+
+    for backend in a.backends.split(";") if ";" in a.backends else a.backends.split(","):
         torch._dynamo.reset()
-        call = fn(model) if backend == "eager" else torch.compile(fn(model), backend=backend)
-        profile(backend, call, inputs, a.top)
+        name, _, patch = backend.partition(":")
+        ctx = contextlib.nullcontext()
+        if patch:
+            import coil
+
+            kw = dict(item.split("=") for item in patch.split("+"))
+            kw = {k: {"1": True, "0": False}.get(v, v) for k, v in kw.items()}
+            ctx = coil.config.patch(**kw)
+        with ctx:
+            call = fn(model) if name == "eager" else torch.compile(fn(model), backend=name)
+            profile(backend, call, inputs, a.top)
     try:
         import coil
 

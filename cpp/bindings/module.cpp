@@ -21,13 +21,14 @@ NB_MODULE(_C, m) {
   m.def(
       "compile_graph",
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
-         const std::string& cpu_backend, bool channels_last) {
+         const std::string& cpu_backend, bool channels_last, const std::string& gemm_padding) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
         opts.title = title;
         opts.cpu_backend = cpu_backend;
         opts.channels_last = channels_last;
+        opts.gemm_padding = gemm_padding;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -46,6 +47,7 @@ NB_MODULE(_C, m) {
       },
       nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
       nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = false,
+      nb::arg("gemm_padding") = "auto",
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",

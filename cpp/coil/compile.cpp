@@ -65,6 +65,13 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     lower::LowerOptions lopts;
     lopts.triton = targets_triton(g, opts);
     lopts.channels_last = opts.channels_last;
+    using P = lower::LowerOptions::Padding;
+    if (opts.gemm_padding != "auto" && opts.gemm_padding != "on" && opts.gemm_padding != "off")
+      throw std::invalid_argument("gemm_padding must be auto, on or off, not '" +
+                                  opts.gemm_padding + "'");
+    lopts.gemm_padding = opts.gemm_padding == "on"    ? P::On
+                         : opts.gemm_padding == "off" ? P::Off
+                                                      : P::Auto;
     prog = lower::lower_graph(g, lopts);
   }
   r.artifacts["ir_pre_fusion.txt"] = prog.to_text();

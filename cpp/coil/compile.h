@@ -20,6 +20,8 @@ struct CompileOptions {
   // Graphs with a tensor on a CUDA device always get Triton kernels.
   std::string cpu_backend = "cpp";
   bool channels_last = false;  // lower::LowerOptions::channels_last
+  // lower::LowerOptions::gemm_padding: "auto" (CUDA only), "on" (every device), "off".
+  std::string gemm_padding = "auto";
 };
 
 struct CompileResult {

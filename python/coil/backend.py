@@ -114,6 +114,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
             f"coil graph {record.graph_id} ({kind})",
             cpu_backend=opts.cpu_backend,
             channels_last=opts.channels_last,
+            gemm_padding=opts.gemm_padding,
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])

@@ -46,6 +46,9 @@ class Options:
     compile_backward: bool = True  # False: AOTAutograd's backward graphs run eagerly
     channels_last: bool = False  # GPU bf16/fp16 convolution graphs in NHWC (experimental)
     allow_fallback: bool = True  # False: graphs needing ATen fallback ops run eagerly instead
+    # Matrix products with leading dimensions padded to 16/128 bytes (cuBLAS's aligned kernels):
+    # "auto" (CUDA only), "on" (every device: how the CPU tests check it), "off".
+    gemm_padding: str = "auto"
 
 
 def _from_env() -> Options:
@@ -65,6 +68,8 @@ def _from_env() -> Options:
         opts.compile_backward = False
     if os.environ.get("COIL_CHANNELS_LAST", "0") not in ("0", ""):
         opts.channels_last = True
+    if os.environ.get("COIL_GEMM_PADDING"):
+        opts.gemm_padding = os.environ["COIL_GEMM_PADDING"]
     if os.environ.get("COIL_ALLOW_FALLBACK", "1") in ("0", "false", "False"):
         opts.allow_fallback = False
     if os.environ.get("CXX"):

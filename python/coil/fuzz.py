@@ -1,5 +1,6 @@
-"""Differential fuzzer: random programs of pointwise, reduction and view ops, compiled by coil and
-compared with eager.
+"""Differential fuzzer: random programs of pointwise, reduction, view, memory-format and library
+(convolution, matrix product, pooling) ops, compiled by coil and compared with eager: values,
+dtypes, shapes and output strides.
 
 Programs run over float, integer and bool tensors, with size-1 and size-0 dims. Comparisons, casts
 to integers and other steps that turn a one-ulp difference into a different answer (a < b,
@@ -8,6 +9,11 @@ floor_divide) only take "exact" operands: values that eager and coil must comput
 
     python -m coil.fuzz --seconds 60            # run for a minute, new seeds each time
     python -m coil.fuzz --seed 1234 --count 1   # replay one program
+
+Library ops and memory formats are drawn because layouts meet there: an extern op's result
+layout follows its inputs' (a convolution of a channels-last tensor is channels-last), so a
+program that stores the op's input in another layout than eager's, or reads its result through a
+view with the wrong strides, gives wrong values; output strides are compared for the same reason.
 
 Every program is a function of its seed, so a failure is reproduced by its seed alone; the failing
 graph is also saved (graph.json, replayable with `coil repro`) under --out.
@@ -54,14 +60,25 @@ class Program:
             return f"in{k}" if k < self.n_inputs else f"v{k - self.n_inputs}"
 
         lines = [f"program (seed {self.seed}):"]
+        def show(params):
+            return {
+                k: f"tensor{tuple(v.shape)}" if isinstance(v, torch.Tensor) else v
+                for k, v in params.items()
+            }
+
         for i, s in enumerate(self.steps):
-            lines.append(f"  v{i} = {s.op}({', '.join(name(a) for a in s.args)}; {s.params})")
+            lines.append(
+                f"  v{i} = {s.op}({', '.join(name(a) for a in s.args)}; {show(s.params)})"
+            )
         lines.append(f"  return {', '.join(name(o) for o in self.outputs)}")
         return "\n".join(lines)
 
 
 def _make_input(rng: random.Random, shape, dtype, layout: str) -> torch.Tensor:
     gen = torch.Generator().manual_seed(rng.randrange(1 << 30))
+    if layout == "channels_last" and len(shape) == 4:
+        base = _make_input(rng, (shape[0], shape[2], shape[3], shape[1]), dtype, "contiguous")
+        return base.permute(0, 3, 1, 2)
     if layout == "transposed" and len(shape) >= 2:
         base = _make_input(rng, shape[:-2] + (shape[-1], shape[-2]), dtype, "contiguous")
         return base.transpose(-1, -2)
@@ -116,6 +133,10 @@ BINARY = (
 )
 REDUCE = ("sum", "amax", "amin", "mean", "var", "softmax", "log_softmax", "argmax")
 VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select", "flip", "repeat")
+# Layout changes: the same values in another memory layout.
+FORMATS = ("channels_last", "contiguous")
+# Library ops (extern calls in coil) and pooling; their weights are drawn with the program.
+LIBRARY = ("conv2d", "matmul", "gram", "max_pool2d", "avg_pool2d")
 
 # Steps whose result eager and coil compute bit for bit when their operands are exact: integer
 # and bool arithmetic, and single correctly rounded IEEE operations (coil rounds each ATen op once,
@@ -150,8 +171,10 @@ EXACT_STEPS = frozenset(
         "amax",
         "amin",
         "argmax",
+        "max_pool2d",
     }
     | set(VIEWS)
+    | set(FORMATS)
 )
 # Steps whose result can flip when an operand is off by one ulp: they need exact operands.
 # (Casts from float to int or bool need them too: see _pick_step.)
@@ -268,6 +291,23 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return a.flip(d)
     if op == "repeat":
         return a.repeat(p["repeats"])
+    if op == "channels_last":
+        return a.contiguous(memory_format=torch.channels_last)
+    if op == "contiguous":
+        return a.contiguous()
+    if op == "conv2d":
+        w = p["weight"].to(a.dtype)
+        return torch.nn.functional.conv2d(
+            a, w, stride=p["stride"], padding=w.shape[-1] // 2, groups=p["groups"]
+        )
+    if op == "matmul":
+        return a @ p["weight"].to(a.dtype)
+    if op == "gram":
+        return a @ a.transpose(-1, -2)
+    if op == "max_pool2d":
+        return torch.nn.functional.max_pool2d(a, 2)
+    if op == "avg_pool2d":
+        return torch.nn.functional.avg_pool2d(a, 2)
     raise ValueError(op)
 
 
@@ -288,7 +328,8 @@ def _input_dtype(rng: random.Random) -> torch.dtype:
 
 
 def _shape(rng: random.Random) -> tuple:
-    rank = rng.randint(0, 4)
+    # Rank 4 more often than the others: convolutions, pooling and channels-last need it.
+    rank = rng.choices(range(5), (2, 3, 3, 3, 5))[0]
     shape = [rng.choice(SIZES) for _ in range(rank)]
     if shape and rng.random() < ZERO_DIM_PROBABILITY:
         shape[rng.randrange(rank)] = 0
@@ -299,7 +340,10 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
     """One random step on earlier values, or None when the pick does not apply to them."""
     i = rng.randrange(len(vals))
     a = vals[i]
-    kind = rng.choices(("unary", "binary", "reduce", "view", "cast", "cat"), (4, 4, 2, 2, 1, 1))[0]
+    kind = rng.choices(
+        ("unary", "binary", "reduce", "view", "cast", "cat", "format", "library"),
+        (4, 4, 2, 2, 1, 1, 1, 2),
+    )[0]
     if kind == "unary":
         return Step(rng.choice(UNARY), (i,), {})
     if kind == "binary":
@@ -358,10 +402,44 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
             # Truncating a float that may be off by one ulp (2.9999 vs 3.0) is not comparable.
             return Step("cast", (i,), {"dtype": to}) if exact[i] else None
         return Step("cast", (i,), {"dtype": to})
+    if kind == "format":
+        op = rng.choice(FORMATS)
+        return Step(op, (i,), {}) if op == "contiguous" or a.dim() == 4 else None
+    if kind == "library":
+        return _pick_library_step(rng, i, a)
     if kind == "cat" and a.dim() > 0:
         same = [j for j, v in enumerate(vals) if v.shape == a.shape and v.dtype == a.dtype]
         return Step("cat", (i, rng.choice(same)), {"dim": rng.randrange(a.dim())})
     return None
+
+
+def _pick_library_step(rng: random.Random, i: int, a: torch.Tensor) -> Step | None:
+    """A convolution, matrix product or pooling of value i, where its shape and dtype allow."""
+    if a.dtype not in (torch.float32, torch.float64, torch.bfloat16) or a.numel() == 0:
+        return None
+    fits = {
+        "conv2d": a.dim() == 4,
+        "matmul": a.dim() in (2, 3),
+        "gram": a.dim() in (2, 3),
+        "max_pool2d": a.dim() in (3, 4) and min(a.shape[-2:]) >= 2,
+        "avg_pool2d": a.dim() in (3, 4) and min(a.shape[-2:]) >= 2,
+    }
+    ops = [op for op in LIBRARY if fits[op]]
+    if not ops:
+        return None
+    op = rng.choice(ops)
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 30))
+    if op == "conv2d":
+        c = a.shape[1]
+        groups = c if c > 1 and rng.random() < 0.3 else 1  # depthwise sometimes
+        out = c if groups > 1 else rng.choice((1, 3, 8))
+        k = rng.choice((1, 3))
+        w = torch.randn((out, c // groups, k, k), generator=gen) / (c // groups * k * k) ** 0.5
+        return Step(op, (i,), {"weight": w, "stride": rng.choice((1, 1, 2)), "groups": groups})
+    if op == "matmul":
+        w = torch.randn((a.shape[-1], rng.choice((1, 5, 8))), generator=gen)
+        return Step(op, (i,), {"weight": w / a.shape[-1] ** 0.5})
+    return Step(op, (i,), {})
 
 
 def _acceptable(value: torch.Tensor) -> bool:
@@ -378,7 +456,7 @@ def generate(seed: int, max_ops: int = 20):
     rng = random.Random(seed)
     shape = _shape(rng)
     dtype = _input_dtype(rng)
-    layouts = ("contiguous", "contiguous", "transposed", "sliced", "offset")
+    layouts = ("contiguous", "contiguous", "transposed", "sliced", "offset", "channels_last")
     inputs = [_make_input(rng, shape, dtype, rng.choice(layouts))]
     for _ in range(rng.randint(0, 2)):
         # Broadcast partners: the same shape with some dims set to 1, or an int/bool tensor.
@@ -466,6 +544,11 @@ def check_seed(seed: int, out_dir: str | None = None) -> Result:
                     f"dtype/shape {a.dtype}{tuple(a.shape)} vs eager {e.dtype}{tuple(e.shape)}"
                 )
             torch.testing.assert_close(a, e, equal_nan=True, **_tolerances(e, dtypes))
+            strides = [(sa, se) for sa, se, n in zip(a.stride(), e.stride(), e.shape) if n > 1]
+            if e.numel() > 0 and any(sa != se for sa, se in strides):
+                raise AssertionError(
+                    f"strides {a.stride()} vs eager {e.stride()} (shape {tuple(e.shape)})"
+                )
     except Exception as e:  # noqa: BLE001 - every failure is reported with its seed
         msg = f"{type(e).__name__}: {e}\n{program.describe()}"
         if not isinstance(e, AssertionError):

@@ -14,16 +14,24 @@ import torch.nn.functional as F
 from conftest import (
     BACKEND,
     assert_same,
-    check,
     coil_records,
     compile_fn,
     dtype_id,
     graph_count,
     make_tensor,
 )
+from conftest import check as _check
 from torch import nn
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
+
+
+def check(fn, *inputs, **kw):
+    """conftest.check with output strides compared too: a model's outputs keep eager's layout."""
+    kw.setdefault("check_strides", True)
+    return _check(fn, *inputs, **kw)
+
+
 MODEL_TOL = {"atol": 1e-4, "rtol": 1e-4}
 
 MATMUL_EXTERNS = {

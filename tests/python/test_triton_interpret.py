@@ -373,3 +373,30 @@ def test_short_scans():
     x[1, 3] = float("nan")
     check_triton(lambda t: (torch.cumsum(t, 1), torch.cummax(t, 1), torch.logcumsumexp(t, 0)), x)
     assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
+
+
+# Layouts across extern calls (the family of tests/python/test_layouts.py), sampled: a
+# convolution fed channels-last / permuted-clone / transposed tensors and read through views, and
+# a matrix product with padded leading dimensions (as on CUDA).
+@pytest.mark.parametrize(
+    "producer,consumer",
+    [("permuted_clone", "nhwc_view"), ("channels_last", "pointwise"), ("transposed", "tokens")],
+)
+def test_extern_layouts(producer, consumer):
+    from test_layouts import CONSUMERS, PRODUCERS
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1).eval()
+    make, use = PRODUCERS[producer], CONSUMERS[consumer]
+    with torch.no_grad():
+        x = torch.randn(2, 8, 5, 6)
+        for x in (x, x.to(memory_format=torch.channels_last)):
+            check(lambda x: use(conv(make(x))), x, check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+def test_padded_matmul():
+    coil = requires_coil()
+    head = torch.nn.Linear(12, 37, bias=False)
+    with coil.config.patch(gemm_padding="on"), torch.no_grad():
+        check_triton(lambda x: torch.log_softmax(head(torch.tanh(x)).float(), -1) * 2,
+                     torch.randn(3, 5, 12), atol=1e-5, rtol=1e-5)

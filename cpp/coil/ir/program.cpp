@@ -1,6 +1,7 @@
 #include "coil/ir/program.h"
 
 #include <algorithm>
+#include <climits>
 #include <sstream>
 #include <stdexcept>
 
@@ -50,6 +51,101 @@ std::vector<Expr> Layout::contiguous_strides(const std::vector<Expr>& sizes) {
     running = sizes[i].as_int() && *sizes[i].as_int() <= 1 ? running : running * sizes[i];
   }
   return strides;
+}
+
+namespace {
+
+bool is_one(const Expr& e) {
+  return e.as_int() && *e.as_int() == 1;
+}
+
+// Whether `strides` are a permutation of the contiguous strides of `sizes` (size-1 dims free):
+// some order of the other dims has each stride equal to the product of the sizes inside it.
+// Exact on symbolic expressions: it compares hash-consed expressions, never values.
+bool is_dense(const std::vector<Expr>& sizes, const std::vector<Expr>& strides) {
+  std::vector<bool> used(sizes.size(), false);
+  size_t left = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    used[i] = is_one(sizes[i]);
+    left += used[i] ? 0 : 1;
+  }
+  Expr running = 1;
+  while (left > 0) {
+    size_t found = sizes.size();
+    for (size_t i = sizes.size(); i-- > 0;) {
+      if (!used[i] && strides[i] == running) {
+        found = i;
+        break;
+      }
+    }
+    if (found == sizes.size()) return false;
+    used[found] = true;
+    running = running * sizes[found];
+    --left;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Expr> Layout::dense_strides_like(const std::vector<Expr>& sizes,
+                                             const std::vector<Expr>& like) {
+  if (like.size() != sizes.size()) return contiguous_strides(sizes);
+  for (const Expr& s : sizes) {
+    if (s.as_int() && *s.as_int() == 0) return contiguous_strides(sizes);
+  }
+  if (is_dense(sizes, like)) return like;
+  std::vector<size_t> order;  // outermost first
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (!like[i].as_int()) return contiguous_strides(sizes);
+    order.push_back(i);
+  }
+  // Larger strides outside; broadcast (stride-0) dims say nothing and go outermost; ties keep
+  // the logical order.
+  auto key = [&](size_t i) {
+    int64_t s = *like[i].as_int();
+    return s == 0 ? INT64_MAX : s;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
+  std::vector<Expr> out(sizes.size());
+  Expr running = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    out[order[k]] = running;
+    if (!is_one(sizes[order[k]])) running = running * sizes[order[k]];
+  }
+  return out;
+}
+
+std::vector<Expr> Layout::padded_strides(const std::vector<Expr>& sizes,
+                                         const std::vector<Expr>& strides, int64_t align,
+                                         int64_t wide_align, int64_t wide_from) {
+  if (sizes.size() != strides.size()) return strides;
+  std::vector<size_t> order;  // innermost first
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (!sizes[i].as_int() || !strides[i].as_int()) return strides;
+    if (*sizes[i].as_int() == 0) return strides;
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return *strides[a].as_int() < *strides[b].as_int(); });
+  auto round_up = [](int64_t v, int64_t m) { return m <= 1 ? v : (v + m - 1) / m * m; };
+  std::vector<Expr> out(sizes.size());
+  int64_t running = 1;
+  bool inner = true;  // no dim of size > 1 placed yet: its stride stays 1
+  for (size_t d : order) {
+    int64_t size = *sizes[d].as_int();
+    if (size == 1) {  // its stride is never used: keep the one given
+      out[d] = strides[d];
+      continue;
+    }
+    if (!inner) running = round_up(running, running >= wide_from ? wide_align : align);
+    out[d] = running;
+    if (size > 1) {
+      running *= size;
+      inner = false;
+    }
+  }
+  return out;
 }
 
 const char* reduction_name(ReductionType t) {

@@ -47,6 +47,20 @@ struct Layout {
   Expr index(const std::vector<Expr>& idx) const;
   Expr numel() const;
   static std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
+  // Strides for a new buffer that should look like a tensor eager laid out with `like`: `like`
+  // itself when it is dense and non-overlapping (a permutation of contiguous strides, whatever
+  // its size-1 dims say), else dense strides in `like`'s stride order (static strides; symbolic
+  // ones that are not dense give contiguous strides). Extern calls whose results depend on their
+  // inputs' layouts (convolution's memory format) then return what eager's did.
+  static std::vector<Expr> dense_strides_like(const std::vector<Expr>& sizes,
+                                              const std::vector<Expr>& like);
+  // Dense strides in the order of `strides` (dense themselves), each one but the innermost
+  // rounded up to a multiple of `align` elements, or of `wide_align` where it is at least
+  // `wide_from` elements: rows that start on aligned addresses (cuBLAS's vectorized GEMMs need
+  // 16-byte leading dimensions). Symbolic sizes or strides: `strides` unchanged.
+  static std::vector<Expr> padded_strides(const std::vector<Expr>& sizes,
+                                          const std::vector<Expr>& strides, int64_t align,
+                                          int64_t wide_align, int64_t wide_from);
 };
 
 enum class ReductionType : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All };
@@ -84,9 +98,16 @@ struct ExternCall {
   bool is_fallback = false;  // true: coil has no lowering; false: a deliberate library call
   // An op with side effects (graph "with_effects"): it runs after every earlier such op.
   bool has_effects = false;
-  // The single output's layout is one coil chose (channels-last convolutions), not the graph's
-  // meta: the wrapper checks the library returned it and re-lays the result out otherwise.
-  bool requires_output_strides = false;
+  // The op may return another layout than its output buffers say (the graph's meta, or one coil
+  // chose: channels-last convolutions): ATen picks a result's layout from its inputs' at run time,
+  // and its kernels and meta functions do not always agree. The wrapper checks each result's
+  // strides and re-lays it out where they differ. Off only for ops whose results are always
+  // contiguous (mm and its family).
+  bool check_output_strides = false;
+  // The wrapper allocates the single output buffer (its layout is coil's choice: a padded GEMM
+  // result) and calls the op's out= overload ("aten.mm.out") to fill it; the buffer can take
+  // freed memory like a kernel's.
+  bool out_variant = false;
   // Buffers the call writes into (copy_ into a graph input: the mutations AOTAutograd leaves in an
   // inference graph). The call runs after every other reader of them, and neither they nor the
   // call's result (an alias of them) is ever reused.

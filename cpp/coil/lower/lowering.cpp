@@ -322,10 +322,23 @@ TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
 
 namespace {
 
+// Strides of size-1 dims never matter (torch gives them arbitrary values).
+bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
+                  const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (sizes[i] != Expr(1) && a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 // Replaces tensor arguments by indices into `tensors`, realizing them as needed, and Python
-// numbers computed at run time by negative indices into `host_scalars`. A fallback op
-// gets each tensor with the strides eager gave it (the graph's meta): some ATen kernels (the
-// attention backward ops, for one) assume the layouts their forward produced.
+// numbers computed at run time by negative indices into `host_scalars`. A tensor that must be
+// stored for the call is stored the way eager laid it out (the graph's meta, made dense), since a
+// library op's result layout can follow its inputs' (convolution returns channels-last for a
+// channels-last input): the result then has the layout the graph's meta gives it. A fallback op
+// gets each tensor with eager's strides even when it is already a view of another layout: some
+// ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
 graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
                          std::vector<std::string>& host_scalars, bool eager_strides) {
   if (a.kind == graph::Arg::Kind::List) {
@@ -339,17 +352,34 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
     host_scalars.push_back(*var);
     return graph::Arg::node_ref(-static_cast<int>(host_scalars.size()));
   }
-  ir::TensorRef ref = L.as_ref(L.box(a));
+  const TensorBox& box = L.box(a);
   const graph::Node& src = L.graph().node(a.node);
-  if (eager_strides && src.meta.size() == 1 && src.meta[0].strides.size() == ref.strides.size()) {
-    const graph::TensorMeta& m = src.meta[0];
-    bool same = true;
-    for (size_t i = 0; i < ref.strides.size(); ++i)
-      same &= ref.sizes[i] == Expr(1) || ref.strides[i] == m.strides[i];
-    if (!same) ref = L.as_ref(L.realize(L.box(a), &m.strides));
+  const graph::TensorMeta* m =
+      src.meta.size() == 1 && src.meta[0].strides.size() == box.rank() ? &src.meta[0] : nullptr;
+  std::optional<ir::TensorRef> ref = as_strided_view(box);
+  if (m && (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
+    std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
+    ref = as_strided_view(L.realize(box, &strides));
   }
-  tensors.push_back(ref);
+  if (!ref) ref = L.as_ref(box);
+  tensors.push_back(*ref);
   return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
+}
+
+// Ops whose results are contiguous whatever their inputs' layouts: the wrapper need not check.
+bool result_always_contiguous(const std::string& op) {
+  static const std::set<std::string> kOps = {"aten.mm.default", "aten.addmm.default",
+                                             "aten.bmm.default", "aten.baddbmm.default"};
+  return kOps.count(op) > 0;
+}
+
+bool all_static_strides(const std::vector<graph::TensorMeta>& metas) {
+  for (const graph::TensorMeta& m : metas) {
+    for (const Expr& s : m.strides) {
+      if (!s.as_int()) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -359,10 +389,12 @@ void Lowering::replace_value(const graph::Arg& a, TensorBox box) {
 }
 
 std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallback,
-                                            const std::vector<Expr>* out_strides) {
+                                            const std::vector<Expr>* out_strides,
+                                            bool out_variant) {
   ir::ExternCall call;
   call.op = n.target;
   call.is_fallback = is_fallback;
+  call.out_variant = out_variant && out_strides && n.meta.size() == 1;
   call.origin = n.name;
   for (const auto& a : n.args)
     call.args.push_back(to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback));
@@ -375,6 +407,10 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
     host_scalars_[n.id] = n.name;
   }
   call.returns_tuple = n.meta.size() != 1;
+  // The check needs the strides as numbers in the wrapper: static ones. (Sizes that depend on
+  // data have no variable in the wrapper; their results keep the op's own layout unchecked.)
+  call.check_output_strides =
+      !call.out_variant && !result_always_contiguous(n.target) && all_static_strides(n.meta);
   int extern_id = static_cast<int>(prog_.externs.size());
   std::vector<TensorBox> out;
   for (const graph::TensorMeta& m : n.meta) {
@@ -385,7 +421,6 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
     if (out_strides && n.meta.size() == 1) {
       buf.layout.strides = *out_strides;
       buf.layout.offset = 0;
-      call.requires_output_strides = true;
     }
     buf.extern_id = extern_id;
     buf.origins.insert(n.name);
@@ -573,16 +608,6 @@ void Lowering::lower_with_effects(const graph::Node& n) {
 }
 
 namespace {
-
-// Strides of size-1 dims never matter (torch gives them arbitrary values).
-bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
-                  const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (sizes[i] != Expr(1) && a[i] != b[i]) return false;
-  }
-  return true;
-}
 
 // Whether eager's result of node n is a view of its input (so returning the input's memory is
 // what eager does too).

@@ -73,6 +73,12 @@ struct LowerOptions {
   // Lowering::channels_last). Off by default: on ResNet-18 (H200, bf16) it added layout copies
   // and ran no faster than eager's NCHW convolutions.
   bool channels_last = false;
+  // Matrix products (mm, addmm, bmm, baddbmm) get operands and results whose leading dimension
+  // is a multiple of 16 bytes (128 where it is 1024 elements or more), as cuBLAS's vectorized
+  // kernels need: coil stores the operands it computes that way and has the library write its
+  // result into a padded buffer (the op's out= form). Auto: on CUDA devices only.
+  enum class Padding { Auto, On, Off };
+  Padding gemm_padding = Padding::Auto;
 };
 
 // Whether Triton combines scatter updates of this mode and dtype with an atomic (the Triton op
@@ -142,8 +148,11 @@ class Lowering {
                         const std::vector<Expr>& position, Value value, ir::ScatterMode mode);
   // Adds an extern call; returns one box per output meta. `out_strides`, when given, is the
   // layout the library returns for a single output (else the graph's meta).
+  // With `out_variant`, the wrapper allocates the single output with `out_strides` and calls the
+  // op's out= overload (ExternCall::out_variant).
   std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback,
-                                    const std::vector<Expr>* out_strides = nullptr);
+                                    const std::vector<Expr>* out_strides = nullptr,
+                                    bool out_variant = false);
   // copy_(dst, src) where dst is a graph input: an extern call (Tensor.copy_) that writes src into
   // the input after every other reader of the input has run. Returns {} when dst is not an input.
   std::vector<TensorBox> add_input_mutation(const graph::Node& n);

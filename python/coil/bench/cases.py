@@ -113,6 +113,10 @@ def transpose_add(x, y):
     return x.t() + y
 
 
+def matmul_nt(x, w):
+    return x @ w.t()
+
+
 def matmul_bias_gelu(x, w, b):
     return F.gelu(x @ w + b)
 
@@ -192,6 +196,21 @@ def _transpose_add(device, size):
     x = torch.randn(shape, device=device, dtype=dt)
     y = torch.randn(shape, device=device, dtype=dt)
     return Built(transpose_add, (x, y), _desc(shape, dt), 3 * _nbytes(x), **_tol(dt))
+
+
+def _mm_odd(device, size):
+    """x @ w with an odd output width (GPT-2's vocabulary): cuBLAS's aligned kernels need padded
+    rows (lower::LowerOptions::gemm_padding)."""
+    m, k, n = _pick(size, (512, 768, 50257), (4096, 768, 50257), (32, 64, 37))
+    dt = _dtype(device)
+    x = torch.randn(m, k, device=device, dtype=dt)
+    w = torch.randn(n, k, device=device, dtype=dt) / math.sqrt(k)
+    return Built(
+        matmul_nt,
+        (x, w),
+        f"{m}x{k} @ {k}x{n} {_desc((), dt).strip()}",
+        **_tol(dt, loose=True),
+    )
 
 
 def _mm_bias_gelu(device, size):
@@ -327,19 +346,23 @@ def _text_size(model: str, size: str, train: bool) -> tuple[int, int]:
     return TEXT_SIZES[model][size][1 if train else 0]
 
 
-def _gpt2(train: bool):
+def _gpt2(train: bool, lm_head: bool = False):
+    """GPT-2 small (GPT2Model), or with lm_head GPT2LMHeadModel returning the logits: its
+    50257-wide vocabulary product is the unaligned GEMM that padding is for."""
+
     def build(device, size):
         _need("transformers")
-        from transformers import GPT2Config, GPT2Model
+        from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
         b, s = _text_size("gpt2", size, train)
         cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
         cfg.n_layer = _layers("gpt2", size, cfg.n_layer)
         if size == "tiny":
             cfg.n_layer, cfg.n_embd, cfg.n_head = 1, 64, 2
-        model = FirstOutput(GPT2Model(cfg), use_cache=False)
+        model = FirstOutput((GPT2LMHeadModel if lm_head else GPT2Model)(cfg), use_cache=False)
         ids = torch.randint(0, cfg.vocab_size, (b, s), device=device)
-        return _finish_model(model, (ids,), f"batch {b}x{s}, {cfg.n_layer} layers", device, train)
+        desc = f"batch {b}x{s}, {cfg.n_layer} layers" + (", LM head" if lm_head else "")
+        return _finish_model(model, (ids,), desc, device, train)
 
     return build
 
@@ -439,6 +462,7 @@ MICRO = [
     Case("mean_var", "micro", _mean_var, quick=True),
     Case("transpose_add", "micro", _transpose_add, quick=True),
     Case("mm_bias_gelu", "micro", _mm_bias_gelu, quick=True),
+    Case("mm_odd", "micro", _mm_odd),
     Case("attention", "micro", _attention(False), quick=True),
     Case("attention_train", "micro", _attention(True), quick=True),
 ]
@@ -454,6 +478,7 @@ def _model_pair(name, make, quick=False):
 
 MODELS = (
     _model_pair("gpt2", _gpt2, quick=True)
+    + [Case("gpt2_lm", "model", _gpt2(False, lm_head=True))]
     + _model_pair("bert", _bert)
     + _model_pair("t5_small", _t5)
     + _model_pair("resnet18", lambda t: _vision("resnet18", t), quick=True)

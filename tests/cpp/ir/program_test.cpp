@@ -26,6 +26,47 @@ TEST(Program, ContiguousStridesSkipSizeOneDims) {
   EXPECT_EQ(Layout::contiguous_strides({4, s0}), (std::vector<Expr>{s0, 1}));
 }
 
+// A new buffer laid out like eager's tensor: its strides when dense (channels-last, permuted),
+// else dense in their order (a slice's or an expand's), contiguous where that order is unknown.
+TEST(Program, DenseStridesLike) {
+  using V = std::vector<Expr>;
+  V nchw = {2, 8, 5, 6};
+  EXPECT_EQ(Layout::dense_strides_like(nchw, {240, 1, 48, 8}), (V{240, 1, 48, 8}));
+  EXPECT_EQ(Layout::dense_strides_like(nchw, {240, 30, 6, 1}), (V{240, 30, 6, 1}));
+  // A transposed view: dense, kept as it is.
+  EXPECT_EQ(Layout::dense_strides_like({4, 8}, {1, 4}), (V{1, 4}));
+  // Sliced ([:, 1:] of [4, 9]) and expanded: dense in the same order.
+  EXPECT_EQ(Layout::dense_strides_like({4, 8}, {9, 1}), (V{8, 1}));
+  EXPECT_EQ(Layout::dense_strides_like({4, 8}, {0, 1}), (V{8, 1}));
+  EXPECT_EQ(Layout::dense_strides_like({4, 8}, {1, 5}), (V{1, 4}));
+  // Size-1 dims keep eager's stride values (they decide memory-format checks in ATen).
+  EXPECT_EQ(Layout::dense_strides_like({2, 8, 1, 1}, {8, 1, 8, 8}), (V{8, 1, 8, 8}));
+  // Symbolic: dense strides are recognized exactly; others become contiguous.
+  Expr s0 = Expr::symbol("s0");
+  EXPECT_EQ(Layout::dense_strides_like({s0, 8}, {1, s0}), (V{1, s0}));
+  EXPECT_EQ(Layout::dense_strides_like({s0, 8}, {16, 2}), (V{8, 1}));
+  // Empty tensors: contiguous.
+  EXPECT_EQ(Layout::dense_strides_like({0, 8}, {1, 0}), (V{8, 1}));
+}
+
+// Rows padded to aligned starts: 16-byte multiples, 128 from 1024 elements on.
+TEST(Program, PaddedStrides) {
+  using V = std::vector<Expr>;
+  // bf16 [4096, 50257]: 50257 -> 50304 (128 bytes = 64 elements).
+  EXPECT_EQ(Layout::padded_strides({4096, 50257}, {50257, 1}, 8, 64, 1024), (V{50304, 1}));
+  // A short odd row: 16 bytes (8 elements).
+  EXPECT_EQ(Layout::padded_strides({6, 5}, {5, 1}, 8, 64, 1024), (V{8, 1}));
+  // Aligned already, or one row: unchanged.
+  EXPECT_EQ(Layout::padded_strides({6, 16}, {16, 1}, 8, 64, 1024), (V{16, 1}));
+  EXPECT_EQ(Layout::padded_strides({1, 5}, {5, 1}, 8, 64, 1024), (V{5, 1}));
+  // Column-major and batched: the leading dimension of each matrix, in stride order.
+  EXPECT_EQ(Layout::padded_strides({5, 6}, {1, 5}, 8, 64, 1024), (V{1, 8}));
+  EXPECT_EQ(Layout::padded_strides({3, 6, 5}, {30, 5, 1}, 8, 64, 1024), (V{48, 8, 1}));
+  // Symbolic sizes: unchanged.
+  Expr s0 = Expr::symbol("s0");
+  EXPECT_EQ(Layout::padded_strides({4, s0}, {s0, 1}, 8, 64, 1024), (V{s0, 1}));
+}
+
 TEST(Program, LayoutIndexAndNumel) {
   Layout l;
   l.sizes = {4, 8};

@@ -130,6 +130,72 @@ TEST(Lowering, NodeWithOnlyEmptyOutputsComputesNothing) {
   }
 }
 
+// Regression (issue "Layouts"): conv(clone(permute(x * 2)).permute(...)) stored the
+// convolution's input contiguous while its result was read with the channels-last strides eager's
+// channels-last input gives it. A stored extern input now gets eager's layout, and the wrapper
+// checks what a layout-following op returned.
+TEST(Lowering, ExternInputIsStoredInEagersLayout) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({2, 8, 5, 5}));
+  Arg w = b.input("arg1_1", contiguous({8, 8, 3, 3}));
+  Arg m = b.call("mul", "aten.mul.Tensor", {x, test::farg(2.0)}, contiguous({2, 8, 5, 5}));
+  Arg p = b.call("permute", "aten.permute.default", {m, ints({0, 2, 3, 1})},
+                 test::strided({2, 5, 5, 8}, {200, 5, 1, 25}));
+  Arg c = b.call("clone", "aten.clone.default", {p}, contiguous({2, 5, 5, 8}));
+  Arg p1 = b.call("permute_1", "aten.permute.default", {c, ints({0, 3, 1, 2})},
+                  test::strided({2, 8, 5, 5}, {200, 1, 40, 8}));
+  Arg conv = b.call("convolution", "aten.convolution.default",
+                    {p1, w, Arg::none(), ints({1, 1}), ints({1, 1}), ints({1, 1}),
+                     test::barg(false), ints({0, 0}), test::iarg(1)},
+                    test::strided({2, 8, 5, 5}, {200, 1, 40, 8}));
+  ir::Program prog = lower_graph(b.finish({conv}));
+  ASSERT_EQ(prog.externs.size(), 1u);
+  const ir::ExternCall& call = prog.externs[0];
+  ASSERT_EQ(call.tensors.size(), 2u);
+  EXPECT_EQ(call.tensors[0].strides, (std::vector<Expr>{200, 1, 40, 8})) << prog.to_text();
+  EXPECT_EQ(prog.buffer(call.tensors[0].buffer).layout.strides, (std::vector<Expr>{200, 1, 40, 8}));
+  EXPECT_TRUE(call.check_output_strides);
+  EXPECT_EQ(prog.buffer(call.outputs[0]).layout.strides, (std::vector<Expr>{200, 1, 40, 8}));
+}
+
+TEST(Lowering, MatrixProductResultsAreNotChecked) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 8}));
+  Arg y = b.input("arg1_1", contiguous({8, 3}));
+  Arg mm = b.call("mm", "aten.mm.default", {x, y}, contiguous({4, 3}));
+  ir::Program prog = lower_graph(b.finish({mm}));
+  ASSERT_EQ(prog.externs.size(), 1u);
+  EXPECT_FALSE(prog.externs[0].check_output_strides);
+}
+
+// GEMM padding: a computed operand with odd rows is stored with padded rows, and the library
+// writes an odd-width result into a padded buffer through mm.out. Off: the plain call.
+TEST(Lowering, MatrixProductsGetPaddedLeadingDimensions) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({6, 5}));
+  Arg y = b.input("arg1_1", contiguous({5, 7}));
+  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({6, 5}));
+  Arg mm = b.call("mm", "aten.mm.default", {e, y}, contiguous({6, 7}));
+  graph::Graph g = b.finish({mm});
+  LowerOptions on;
+  on.gemm_padding = LowerOptions::Padding::On;
+  ir::Program p = lower_graph(g, on);
+  ASSERT_EQ(p.externs.size(), 1u);
+  const ir::ExternCall& call = p.externs[0];
+  EXPECT_TRUE(call.out_variant);
+  EXPECT_EQ(call.tensors[0].strides, (std::vector<Expr>{8, 1})) << p.to_text();
+  EXPECT_EQ(call.tensors[1].strides, (std::vector<Expr>{7, 1}));  // an input: as it is
+  EXPECT_EQ(p.buffer(call.outputs[0]).layout.strides, (std::vector<Expr>{8, 1}));
+  // The graph output is eager's contiguous tensor: a copy out of the padded buffer.
+  EXPECT_EQ(p.outputs[0].ref.strides, (std::vector<Expr>{7, 1}));
+  EXPECT_NE(p.outputs[0].ref.buffer, call.outputs[0]);
+
+  ir::Program plain = lower_graph(g);  // auto: CPU graphs are not padded
+  ASSERT_EQ(plain.externs.size(), 1u);
+  EXPECT_FALSE(plain.externs[0].out_variant);
+  EXPECT_EQ(plain.externs[0].tensors[0].strides, (std::vector<Expr>{5, 1}));
+}
+
 TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 8}));

@@ -345,7 +345,10 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
       const ir::ExternCall& e = prog.externs.at(st.index);
       std::vector<std::string> tensors;
       for (const ir::TensorRef& t : e.tensors) tensors.push_back(view_text(prog, t));
-      std::string call = op_text(e.op) + "(";
+      // The out= form: "aten.mm.default" -> torch.ops.aten.mm.out(..., out=buf).
+      std::string op =
+          e.out_variant ? op_text(e.op.substr(0, e.op.rfind('.')) + ".out") : op_text(e.op);
+      std::string call = op + "(";
       bool first = true;
       for (const graph::Arg& a : e.args) {
         call += (first ? "" : ", ") + python_arg(a, tensors, e.host_scalars);
@@ -355,23 +358,36 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
         call += (first ? "" : ", ") + key + "=" + python_arg(a, tensors, e.host_scalars);
         first = false;
       }
+      if (e.out_variant) call += std::string(first ? "" : ", ") + "out=" + e.outputs.at(0);
       call += ")";
       out << "    # " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin
-          << (e.has_effects ? " (side effects: runs in graph order)" : "") << "\n";
-      if (!e.scalar_output.empty()) {
+          << (e.has_effects ? " (side effects: runs in graph order)" : "")
+          << (e.out_variant ? " (into a buffer of coil's layout)" : "") << "\n";
+      if (e.out_variant) {
+        allocate(prog.buffer(e.outputs.at(0)));
+        out << "    " << call << "\n";
+      } else if (!e.scalar_output.empty()) {
         out << "    " << e.scalar_output << " = " << call << "\n";
-      } else if (!e.returns_tuple) {
-        out << "    " << e.outputs.at(0) << " = " << call << "\n";
-        if (e.requires_output_strides) {
-          const ir::Layout& l = prog.buffer(e.outputs.at(0)).layout;
-          out << "    " << e.outputs.at(0) << " = require_strides(" << e.outputs.at(0) << ", "
-              << tuple_text(l.strides) << ")\n";
-        }
       } else {
-        out << "    _result = " << call << "\n";
-        for (size_t i = 0; i < e.outputs.size(); ++i)
-          out << "    " << e.outputs[i] << " = _result[" << i << "]\n";
-        out << "    del _result\n";
+        // What the op returned, bound to each output buffer: checked against the buffer's
+        // layout where the op may choose another (ExternCall::check_output_strides).
+        auto bind = [&](const std::string& name, const std::string& value) {
+          const ir::Layout& l = prog.buffer(name).layout;
+          if (!e.check_output_strides) {
+            out << "    " << name << " = " << value << "\n";
+          } else {
+            out << "    " << name << " = require_strides(" << value << ", " << tuple_text(l.strides)
+                << ")\n";
+          }
+        };
+        if (!e.returns_tuple) {
+          bind(e.outputs.at(0), call);
+        } else {
+          out << "    _result = " << call << "\n";
+          for (size_t i = 0; i < e.outputs.size(); ++i)
+            bind(e.outputs[i], "_result[" + std::to_string(i) + "]");
+          out << "    del _result\n";
+        }
       }
     }
     for (const std::string& name : frees[static_cast<int>(step)]) out << "    del " << name << "\n";

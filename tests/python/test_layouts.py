@@ -1,0 +1,209 @@
+"""Layouts across extern calls: library ops (convolution, mm, bmm, addmm, attention) and pooling
+fed channels-last, permuted, transposed, sliced and padded tensors, then read through views and
+pointwise ops. Values and output strides must be eager's.
+
+The family of the bug where a convolution's input was stored contiguous while coil assumed the
+channels-last result eager's layout gives: every producer x consumer pair below runs, on the C++
+path here and under the Triton interpreter in test_triton_interpret.py (a sample).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import check
+
+# What makes the extern's input, from x [N, C, H, W] (contiguous, or channels-last where named).
+PRODUCERS = {
+    "computed": lambda x: x * 2,
+    "channels_last": lambda x: (x * 2).contiguous(memory_format=torch.channels_last),
+    "permuted_clone": lambda x: (x * 2).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+    "transposed": lambda x: (x * 2).transpose(2, 3),
+    "sliced": lambda x: (x * 2)[:, :, 1:, :],
+    "padded": lambda x: F.pad(x * 2, (1, 0, 0, 1)),
+    "input": lambda x: x,
+    "input_transposed": lambda x: x.transpose(2, 3),
+}
+
+# What reads the extern's result y [N, C', H', W'].
+CONSUMERS = {
+    "nhwc_view": lambda y: y.permute(0, 2, 3, 1) * 3,
+    "pointwise": lambda y: y * 3,
+    "tokens": lambda y: y.flatten(2).transpose(1, 2) + 1,
+    "reshape_sum": lambda y: y.reshape(y.shape[0], -1).sum(1),
+    "channel_mean": lambda y: y.mean((2, 3), keepdim=True) + y,
+    "identity": lambda y: y,
+}
+
+
+def _input(channels_last: bool, shape=(2, 8, 5, 6)):
+    x = torch.randn(shape)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+@pytest.mark.parametrize("consumer", sorted(CONSUMERS))
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+def test_conv(producer, consumer):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1).eval()
+    make, use = PRODUCERS[producer], CONSUMERS[consumer]
+
+    def f(x):
+        return use(conv(make(x)))
+
+    with torch.no_grad():
+        for channels_last in (False, True):
+            check(f, _input(channels_last), check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("producer", ["channels_last", "permuted_clone", "transposed", "padded"])
+def test_conv_chain(producer):
+    """Two convolutions in a row with a pointwise op between them (no layout copies expected to
+    change values), a depthwise convolution, and a strided one."""
+    torch.manual_seed(0)
+    c1 = torch.nn.Conv2d(8, 8, 3, padding=1).eval()
+    dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8).eval()
+    c2 = torch.nn.Conv2d(8, 4, 1, stride=2).eval()
+    make = PRODUCERS[producer]
+
+    def f(x):
+        y = torch.relu(c1(make(x)))
+        return c2(dw(y) + y).permute(0, 2, 3, 1)
+
+    with torch.no_grad():
+        check(f, _input(True), check_strides=True, atol=1e-4, rtol=1e-4)
+        check(f, _input(False), check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("consumer", ["nhwc_view", "pointwise", "tokens", "identity"])
+@pytest.mark.parametrize("producer", ["channels_last", "permuted_clone", "transposed", "sliced"])
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_pooling(pool, producer, consumer):
+    make, use = PRODUCERS[producer], CONSUMERS[consumer]
+    p = F.max_pool2d if pool == "max" else F.avg_pool2d
+
+    def f(x):
+        return use(p(make(x), 2))
+
+    check(f, _input(True), check_strides=True)
+    check(f, _input(False), check_strides=True)
+
+
+# 2-D operands of a matrix product, from a [M, K] or [K, M] tensor.
+MATRIX_PRODUCERS = {
+    "computed": lambda a: a * 2,
+    "transposed": lambda a: (a * 2).t().contiguous().t(),
+    "view_t": lambda a: a.t().t() * 2,
+    "sliced": lambda a: (a * 2)[:, 1:],
+    "padded": lambda a: F.pad(a * 2, (0, 1)),
+    "input_t": lambda a: a.t().t(),
+}
+
+
+def _matrix_shape(producer, rows, cols):
+    # The producers that add or drop a column get a matching input width.
+    return rows, cols + (1 if producer == "sliced" else -1 if producer == "padded" else 0)
+
+
+@pytest.mark.parametrize("producer", sorted(MATRIX_PRODUCERS))
+@pytest.mark.parametrize("op", ["mm", "addmm"])
+def test_matmul(op, producer):
+    make = MATRIX_PRODUCERS[producer]
+    a = torch.randn(_matrix_shape(producer, 6, 5))
+    b = torch.randn(5, 7)
+    bias = torch.randn(7)
+
+    def f(a, b, bias):
+        x = make(a)
+        y = x @ b if op == "mm" else torch.addmm(bias, x, b)
+        return y.t() * 3, (y + 1).view(-1)
+
+    check(f, a, b, bias, check_strides=True, atol=1e-4, rtol=1e-4)
+    check(f, a, b.t().contiguous().t(), bias, check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("producer", ["computed", "permuted", "sliced", "input_t"])
+def test_bmm(producer):
+    a = torch.randn(3, 6, 5 + (producer == "sliced"))
+    b = torch.randn(3, 5, 4)
+    make = {
+        "computed": lambda t: t * 2,
+        "permuted": lambda t: (t * 2).permute(1, 0, 2).contiguous().permute(1, 0, 2),
+        "sliced": lambda t: (t * 2)[..., 1:],
+        "input_t": lambda t: t.transpose(1, 2).transpose(1, 2),
+    }[producer]
+
+    def f(a, b):
+        y = torch.bmm(make(a), b)
+        return y.transpose(0, 1) + 1, y.sum(0)
+
+    check(f, a, b, check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("producer", ["computed", "heads_permuted", "transposed_clone"])
+def test_sdpa(producer):
+    q = torch.randn(2, 6, 4, 8)  # [B, T, H, D]
+    k = torch.randn(2, 6, 4, 8)
+    v = torch.randn(2, 6, 4, 8)
+    make = {
+        "computed": lambda t: (t * 2).transpose(1, 2).contiguous(),
+        "heads_permuted": lambda t: (t * 2).transpose(1, 2),
+        "transposed_clone": lambda t: (t * 2).transpose(1, 2).contiguous().transpose(2, 3)
+        .contiguous().transpose(2, 3),
+    }[producer]
+
+    def f(q, k, v):
+        y = F.scaled_dot_product_attention(make(q), make(k), make(v))
+        return y.transpose(1, 2).reshape(2, 6, 32) * 2, y
+
+    check(f, q, k, v, check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# GEMM padding (on by default for CUDA only; forced here so the C++ path checks it)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gemm_padding():
+    import coil
+
+    with coil.config.patch(gemm_padding="on"):
+        yield
+
+
+@pytest.mark.parametrize("producer", sorted(MATRIX_PRODUCERS))
+@pytest.mark.parametrize("op", ["mm", "addmm"])
+def test_matmul_padded(gemm_padding, op, producer):
+    test_matmul(op, producer)
+
+
+def test_lm_head_padded(gemm_padding):
+    """An odd vocabulary (GPT-2's 50257, here 37) read by a softmax and returned: the padded
+    logits are invisible in the results; forward and backward through the padded products."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(12, 37, bias=False)
+    x = torch.randn(3, 5, 12, requires_grad=True)
+
+    def f(x):
+        h = torch.tanh(x) * 1.5
+        logits = head(h)
+        return logits, torch.log_softmax(logits.float(), -1)
+
+    check(f, x, check_strides=True, atol=1e-5, rtol=1e-5)
+
+    def step(x):
+        logits, logp = f(x)
+        return logp.sum() + logits.pow(2).mean()
+
+    expected = torch.autograd.grad(step(x), (x, head.weight))
+    compiled = torch.compile(step, backend="coil")
+    actual = torch.autograd.grad(compiled(x), (x, head.weight))
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
+
+
+def test_bmm_padded(gemm_padding):
+    test_bmm("computed")
+    test_bmm("sliced")
