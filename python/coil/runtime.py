@@ -45,8 +45,8 @@ empty_strided_cuda = _empty_cuda or _empty_strided_cuda
 def require_strides(t, strides):
     """t itself when it has `strides` (size-1 dims ignored), else a copy laid out that way: the
     wrapper's check on a library call whose output layout coil assumed. None (an optional result
-    the op did not make) passes through."""
-    if t is None:
+    the op did not make) and numbers pass through."""
+    if not isinstance(t, torch.Tensor):  # None, or a number in a tuple of results
         return t
     have = t.stride()
     if have == strides:

@@ -104,10 +104,9 @@ struct ExternCall {
   // strides and re-lays it out where they differ. Off only for ops whose results are always
   // contiguous (mm and its family).
   bool check_output_strides = false;
-  // The wrapper allocates the single output buffer (its layout is coil's choice: a padded GEMM
-  // result) and calls the op's out= overload ("aten.mm.out") to fill it; the buffer can take
-  // freed memory like a kernel's.
-  bool out_variant = false;
+  // Why the call looks as it does where coil changed it (padded GEMM sizes): wrapper comment and
+  // schedule.txt.
+  std::string decision;
   // Buffers the call writes into (copy_ into a graph input: the mutations AOTAutograd leaves in an
   // inference graph). The call runs after every other reader of them, and neither they nor the
   // call's result (an alias of them) is ever reused.

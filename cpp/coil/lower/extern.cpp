@@ -3,7 +3,10 @@
 // buffers with the layout the library produces. GPU graphs with bf16/fp16 convolutions run them
 // channels-last (see Lowering::channels_last). Matrix products on CUDA get padded leading
 // dimensions where theirs are not 16-byte multiples (LowerOptions::gemm_padding).
+#include <algorithm>
+
 #include "coil/lower/lowering.h"
+#include "coil/lower/pointwise_util.h"
 
 namespace coil::lower {
 
@@ -43,41 +46,110 @@ bool wants_gemm_padding(const Lowering& L, const graph::TensorMeta& m) {
   return p == P::On || m.device.rfind("cuda", 0) == 0;
 }
 
+// Elements in 16 bytes: the alignment cuBLAS's vectorized kernels need of leading dimensions and
+// of the M, N, K sizes themselves (its heuristics pick align1 kernels for an odd N).
+int64_t gemm_alignment(DType dtype) {
+  return std::max<int64_t>(1, 16 / graph::dtype_itemsize(dtype));
+}
+
+// Products smaller than this many multiply-adds keep odd sizes: the kernel that zero-extends an
+// operand would cost more than the aligned GEMM saves.
+constexpr int64_t kMinPaddedGemmWork = int64_t{1} << 27;
+
 // Strides of a matrix (or batch of matrices) with its leading dimension padded: 16 bytes, or 128
 // from 1024 elements on (Inductor's threshold for padding a stride).
 std::vector<Expr> gemm_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& dense,
                                DType dtype) {
   int64_t item = graph::dtype_itemsize(dtype);
-  return ir::Layout::padded_strides(sizes, dense, std::max<int64_t>(1, 16 / item),
+  return ir::Layout::padded_strides(sizes, dense, gemm_alignment(dtype),
                                     std::max<int64_t>(1, 128 / item), 1024);
 }
 
+// x read as a tensor of `sizes` (each at least x's): the added rows and columns are zero.
+TensorBox zero_extend(const TensorBox& x, const std::vector<Expr>& sizes) {
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  Value inside = ir::int_constant(1, DType::Bool);
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (sizes[d] == x.sizes[d]) continue;
+    Value lt = ir::binary(ir::Op::Lt, ir::index_expr(idx[d], DType::Int64),
+                          ir::index_expr(x.sizes[d], DType::Int64));
+    inside = ir::binary(ir::Op::LogicalAnd, inside, lt);
+  }
+  TensorBox out = x;
+  out.sizes = sizes;
+  out.body = ir::where(inside, mask_loads(x.load(idx), inside), ir::int_constant(0, x.dtype));
+  return out;
+}
+
+Expr round_up(const Expr& e, int64_t m) {
+  return (*e.as_int() + m - 1) / m * m;
+}
+
+// The operand to pass for a matrix argument: zero-extended to `sizes` where those are larger,
+// stored (when coil computes it) with its leading dimension padded, in eager's orientation.
+TensorBox gemm_operand(Lowering& L, const graph::Arg& a, const std::vector<Expr>& sizes) {
+  const TensorBox& b = L.box(a);
+  const graph::Node& src = L.graph().node(a.node);
+  bool extend = sizes != b.sizes;
+  if (!extend && as_strided_view(b)) return b;  // in memory: passed as it is
+  std::vector<Expr> dense = ir::Layout::contiguous_strides(sizes);
+  if (src.meta.size() == 1 && src.meta[0].strides.size() == b.rank())
+    dense = ir::Layout::dense_strides_like(sizes, src.meta[0].strides);
+  std::vector<Expr> padded = gemm_strides(sizes, dense, b.dtype);
+  if (!extend && padded == dense) return b;  // stored with eager's strides by add_extern
+  TensorBox stored = L.realize(extend ? zero_extend(b, sizes) : b, &padded);
+  if (!extend) L.replace_value(a, stored);  // the same tensor: later readers may use it
+  return stored;
+}
+
 // mm(a, b), addmm(bias, a, b), bmm(a, b), baddbmm(c, a, b). cuBLAS runs its vectorized kernels
-// only when every matrix's leading dimension is a multiple of 16 bytes; one odd dimension (GPT-2's
-// 50257-word vocabulary) drops the whole product to a kernel several times slower. So where
-// padding is on, an operand coil computes is stored with padded rows, and a result whose rows
-// are not aligned is written by the library into a padded buffer (the out= overload). Operands
-// already in memory are passed as they are: a copy would cost what the aligned kernel saves.
+// only when the sizes and leading dimensions are multiples of 16 bytes; one odd size (GPT-2's
+// 50257-word vocabulary) drops the product to an align1 kernel several times slower. Where padding
+// is on and the product is large, an odd K or N is rounded up: the operands are zero-extended
+// (by the kernel that computes them, or a copy for one in memory: a weight), the library computes
+// the larger product, and the result is the view of its first N columns, rows padded. An operand
+// coil computes is stored with padded rows either way.
 std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
   const graph::TensorMeta& m = L.meta(n);
   if (!wants_gemm_padding(L, m)) return L.add_extern(n, /*is_fallback=*/false);
   bool with_input = n.target == "aten.addmm.default" || n.target == "aten.baddbmm.default";
-  for (size_t i : {with_input ? 1u : 0u, with_input ? 2u : 1u}) {
-    const graph::Arg& a = n.args.at(i);
-    if (!L.is_tensor(a)) continue;
-    const TensorBox& b = L.box(a);
-    if (b.rank() < 2 || as_strided_view(b)) continue;
-    const graph::Node& src = L.graph().node(a.node);
-    std::vector<Expr> dense = ir::Layout::contiguous_strides(b.sizes);
-    if (src.meta.size() == 1 && src.meta[0].strides.size() == b.rank())
-      dense = ir::Layout::dense_strides_like(b.sizes, src.meta[0].strides);
-    std::vector<Expr> padded = gemm_strides(b.sizes, dense, b.dtype);
-    if (padded != dense) L.replace_value(a, L.realize(b, &padded));
+  size_t ia = with_input ? 1 : 0, ib = ia + 1;
+  const TensorBox& a = L.box(n.args.at(ia));
+  const TensorBox& b = L.box(n.args.at(ib));
+  size_t r = a.rank();
+  Expr M = a.sizes[r - 2], K = a.sizes[r - 1], N = b.sizes[r - 1];
+  int64_t align = gemm_alignment(m.dtype);
+  bool known = M.as_int() && K.as_int() && N.as_int();
+  Expr work = M * K * N;
+  for (size_t d = 0; d + 2 < r; ++d) work = work * a.sizes[d];
+  bool odd = known && (*K.as_int() % align != 0 || *N.as_int() % align != 0);
+  // A non-vector bias that broadcasts over the columns cannot be zero-extended cheaply: plain.
+  const TensorBox* bias = with_input ? &L.box(n.args.at(0)) : nullptr;
+  bool bias_ok = !bias || bias->rank() == 0 || bias->sizes.back() == Expr(1) ||
+                 (bias->rank() == 1 && n.target == "aten.addmm.default");
+  if (!odd || !work.as_int() || *work.as_int() < kMinPaddedGemmWork || !bias_ok) {
+    std::map<size_t, TensorBox> args = {{ia, gemm_operand(L, n.args.at(ia), a.sizes)},
+                                        {ib, gemm_operand(L, n.args.at(ib), b.sizes)}};
+    return L.add_extern(n, /*is_fallback=*/false, nullptr, &args);
   }
-  std::vector<Expr> dense = ir::Layout::contiguous_strides(m.sizes);
-  std::vector<Expr> padded = gemm_strides(m.sizes, dense, m.dtype);
-  if (padded == dense) return L.add_extern(n, /*is_fallback=*/false);
-  return L.add_extern(n, /*is_fallback=*/false, &padded, /*out_variant=*/true);
+  Expr Kp = round_up(K, align), Np = round_up(N, align);
+  std::vector<Expr> sa = a.sizes, sb = b.sizes;
+  sa[r - 1] = Kp;
+  sb[r - 2] = Kp;
+  sb[r - 1] = Np;
+  std::map<size_t, TensorBox> args = {{ia, gemm_operand(L, n.args.at(ia), sa)},
+                                      {ib, gemm_operand(L, n.args.at(ib), sb)}};
+  if (bias && bias->rank() == 1 && bias->sizes[0] != Expr(1)) {
+    args[0] = L.realize(zero_extend(*bias, {Np}));
+  }
+  graph::Node wide = n;  // the larger product: [.., M, Np], contiguous
+  wide.meta[0].sizes.back() = Np;
+  wide.meta[0].strides = ir::Layout::contiguous_strides(wide.meta[0].sizes);
+  std::vector<TensorBox> out = L.add_extern(wide, /*is_fallback=*/false, nullptr, &args);
+  L.note_extern_decision("padded K " + K.str() + "->" + Kp.str() + ", N " + N.str() + "->" +
+                         Np.str() + " for cuBLAS's aligned kernels");
+  out[0].sizes = m.sizes;  // the first N columns of the padded result
+  return out;
 }
 
 }  // namespace

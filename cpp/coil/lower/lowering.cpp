@@ -339,8 +339,10 @@ bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
 // channels-last input): the result then has the layout the graph's meta gives it. A fallback op
 // gets each tensor with eager's strides even when it is already a view of another layout: some
 // ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
+// `given`, when set, is the tensor to pass in place of the argument's own (a padded operand).
 graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
-                         std::vector<std::string>& host_scalars, bool eager_strides) {
+                         std::vector<std::string>& host_scalars, bool eager_strides,
+                         const TensorBox* given = nullptr) {
   if (a.kind == graph::Arg::Kind::List) {
     std::vector<graph::Arg> items;
     for (const auto& item : a.list)
@@ -352,10 +354,11 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
     host_scalars.push_back(*var);
     return graph::Arg::node_ref(-static_cast<int>(host_scalars.size()));
   }
-  const TensorBox& box = L.box(a);
+  const TensorBox& box = given ? *given : L.box(a);
   const graph::Node& src = L.graph().node(a.node);
   const graph::TensorMeta* m =
-      src.meta.size() == 1 && src.meta[0].strides.size() == box.rank() ? &src.meta[0] : nullptr;
+      !given && src.meta.size() == 1 && src.meta[0].strides.size() == box.rank() ? &src.meta[0]
+                                                                                 : nullptr;
   std::optional<ir::TensorRef> ref = as_strided_view(box);
   if (m && (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
     std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
@@ -390,14 +393,17 @@ void Lowering::replace_value(const graph::Arg& a, TensorBox box) {
 
 std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallback,
                                             const std::vector<Expr>* out_strides,
-                                            bool out_variant) {
+                                            const std::map<size_t, TensorBox>* arg_boxes) {
   ir::ExternCall call;
   call.op = n.target;
   call.is_fallback = is_fallback;
-  call.out_variant = out_variant && out_strides && n.meta.size() == 1;
   call.origin = n.name;
-  for (const auto& a : n.args)
-    call.args.push_back(to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback));
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    const TensorBox* given = nullptr;
+    if (arg_boxes && arg_boxes->count(i)) given = &arg_boxes->at(i);
+    call.args.push_back(
+        to_extern_arg(*this, n.args[i], call.tensors, call.host_scalars, is_fallback, given));
+  }
   for (const auto& [k, a] : n.kwargs) {
     call.kwargs.push_back(
         {k, to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback)});
@@ -409,8 +415,7 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.returns_tuple = n.meta.size() != 1;
   // The check needs the strides as numbers in the wrapper: static ones. (Sizes that depend on
   // data have no variable in the wrapper; their results keep the op's own layout unchecked.)
-  call.check_output_strides =
-      !call.out_variant && !result_always_contiguous(n.target) && all_static_strides(n.meta);
+  call.check_output_strides = !result_always_contiguous(n.target) && all_static_strides(n.meta);
   int extern_id = static_cast<int>(prog_.externs.size());
   std::vector<TensorBox> out;
   for (const graph::TensorMeta& m : n.meta) {

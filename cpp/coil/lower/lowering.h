@@ -148,11 +148,13 @@ class Lowering {
                         const std::vector<Expr>& position, Value value, ir::ScatterMode mode);
   // Adds an extern call; returns one box per output meta. `out_strides`, when given, is the
   // layout the library returns for a single output (else the graph's meta).
-  // With `out_variant`, the wrapper allocates the single output with `out_strides` and calls the
-  // op's out= overload (ExternCall::out_variant).
+  // `arg_boxes` passes other tensors for some positional arguments (padded GEMM operands); the
+  // outputs then follow n's meta as given.
   std::vector<TensorBox> add_extern(const graph::Node& n, bool is_fallback,
                                     const std::vector<Expr>* out_strides = nullptr,
-                                    bool out_variant = false);
+                                    const std::map<size_t, TensorBox>* arg_boxes = nullptr);
+  // Records why the last extern call was changed (ExternCall::decision).
+  void note_extern_decision(const std::string& why) { prog_.externs.back().decision = why; }
   // copy_(dst, src) where dst is a graph input: an extern call (Tensor.copy_) that writes src into
   // the input after every other reader of the input has run. Returns {} when dst is not an input.
   std::vector<TensorBox> add_input_mutation(const graph::Node& n);

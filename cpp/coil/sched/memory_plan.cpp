@@ -253,18 +253,6 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   }
   std::set<std::string> consumed = pinned;  // taken in place, or pinned: never enters the pool
   for (size_t step = 0; step < s.steps.size(); ++step) {
-    if (s.steps[step].kind == Step::Kind::Extern) {
-      // An out= call writes into memory the wrapper allocates: freed memory will do.
-      const ir::ExternCall& e = prog.externs[s.steps[step].index];
-      for (const std::string& name : e.out_variant ? e.outputs : std::vector<std::string>{}) {
-        const ir::Buffer& b = prog.buffer(name);
-        int64_t bytes = storage_bytes(b.layout);
-        auto it = pool.find({b.layout.device, static_cast<int>(b.layout.dtype), bytes});
-        if (bytes <= 0 || it == pool.end() || it->second.empty()) continue;
-        s.buffers[name].reuses = it->second.back();
-        it->second.pop_back();
-      }
-    }
     if (s.steps[step].kind == Step::Kind::Kernel) {
       const Kernel& k = s.kernels[s.steps[step].index];
       for (size_t mi = 0; mi < k.members.size(); ++mi) {

@@ -232,6 +232,7 @@ std::string Schedule::schedule_text(const ir::Program& prog) const {
       if (!e.scalar_output.empty()) out << e.scalar_output << " (a number) ";
       out << "(node " << e.origin << ")";
       if (e.has_effects) out << ", side effects: after the previous such call";
+      if (!e.decision.empty()) out << ", " << e.decision;
       out << "\n";
       continue;
     }

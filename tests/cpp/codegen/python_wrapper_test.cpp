@@ -36,8 +36,8 @@ struct Wrapped {
   }
 };
 
-Wrapped wrap(const graph::Graph& g, const lower::LowerOptions& options = {}) {
-  Wrapped w{lower::lower_graph(g, options), {}, {}, ""};
+Wrapped wrap(const graph::Graph& g) {
+  Wrapped w{lower::lower_graph(g), {}, {}, ""};
   w.s = sched::schedule_program(w.prog);
   for (const sched::Kernel& k : w.s.kernels) {
     w.kernels.push_back(render_cpp_kernel(w.prog, w.s, k, kernel_name(w.prog, k, "cpp", k.id)));
@@ -266,28 +266,6 @@ TEST(PythonWrapper, FallbackCallsKeepTheirArgumentsAndKwargs) {
                        "    buf0 = require_strides(torch.ops.aten.my_unknown_op.default(arg0_1, "
                        "[1, -1], None, approximate='tanh', scale=0.5, dtype=torch.bfloat16, "
                        "flag=True), (6, 1))\n"))
-      << w.call_body();
-}
-
-// A padded GEMM result: the wrapper allocates it (from the pool when memory of its size was
-// freed) and has the library fill it through the out= overload.
-TEST(PythonWrapper, OutVariantExternsWriteIntoTheirBuffer) {
-  GraphBuilder b;
-  Arg x = b.input("arg0_1", contiguous({6, 5}));
-  Arg y = b.input("arg1_1", contiguous({5, 5}));
-  Arg mm = b.call("mm", "aten.mm.default", {x, y}, contiguous({6, 5}));
-  Arg e = b.call("exp", "aten.exp.default", {mm}, contiguous({6, 5}));
-  Arg mm1 = b.call("mm_1", "aten.mm.default", {e, y}, contiguous({6, 5}));
-  Arg n = b.call("neg", "aten.neg.default", {mm1}, contiguous({6, 5}));
-  lower::LowerOptions on;
-  on.gemm_padding = lower::LowerOptions::Padding::On;
-  Wrapped w = wrap(b.finish({n}), on);
-  EXPECT_TRUE(contains(w.call_body(),
-                       "    # extern: mm (into a buffer of coil's layout)\n"
-                       "    buf0 = empty_strided_cpu((6, 5), (8, 1), torch.float32)\n"
-                       "    torch.ops.aten.mm.out(arg0_1, arg1_1, out=buf0)\n"))
-      << w.call_body();
-  EXPECT_TRUE(contains(w.call_body(), "torch.ops.aten.mm.out(buf1, arg1_1, out=buf2)"))
       << w.call_body();
 }
 

@@ -168,32 +168,47 @@ TEST(Lowering, MatrixProductResultsAreNotChecked) {
   EXPECT_FALSE(prog.externs[0].check_output_strides);
 }
 
-// GEMM padding: a computed operand with odd rows is stored with padded rows, and the library
-// writes an odd-width result into a padded buffer through mm.out. Off: the plain call.
-TEST(Lowering, MatrixProductsGetPaddedLeadingDimensions) {
+// GEMM padding (float32: 4-element alignment). A large product with an odd N: the weight is
+// zero-extended to an aligned N (a copy: it is in memory), the library computes the wider product,
+// and the graph's value is the view of its first N columns. A small one keeps its sizes but stores
+// a computed operand with padded rows. Padding off (auto on the CPU): plain calls.
+TEST(Lowering, MatrixProductsGetPaddedSizes) {
   GraphBuilder b;
-  Arg x = b.input("arg0_1", contiguous({6, 5}));
-  Arg y = b.input("arg1_1", contiguous({5, 7}));
-  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({6, 5}));
-  Arg mm = b.call("mm", "aten.mm.default", {e, y}, contiguous({6, 7}));
+  Arg x = b.input("arg0_1", contiguous({4096, 768}));
+  Arg w = b.input("arg1_1", contiguous({50257, 768}));
+  Arg e = b.call("tanh", "aten.tanh.default", {x}, contiguous({4096, 768}));
+  Arg t = b.call("permute", "aten.permute.default", {w, ints({1, 0})},
+                 test::strided({768, 50257}, {1, 768}));
+  Arg mm = b.call("mm", "aten.mm.default", {e, t}, contiguous({4096, 50257}));
   graph::Graph g = b.finish({mm});
   LowerOptions on;
   on.gemm_padding = LowerOptions::Padding::On;
   ir::Program p = lower_graph(g, on);
   ASSERT_EQ(p.externs.size(), 1u);
   const ir::ExternCall& call = p.externs[0];
-  EXPECT_TRUE(call.out_variant);
-  EXPECT_EQ(call.tensors[0].strides, (std::vector<Expr>{8, 1})) << p.to_text();
-  EXPECT_EQ(call.tensors[1].strides, (std::vector<Expr>{7, 1}));  // an input: as it is
-  EXPECT_EQ(p.buffer(call.outputs[0]).layout.strides, (std::vector<Expr>{8, 1}));
-  // The graph output is eager's contiguous tensor: a copy out of the padded buffer.
-  EXPECT_EQ(p.outputs[0].ref.strides, (std::vector<Expr>{7, 1}));
+  EXPECT_EQ(call.decision, "padded K 768->768, N 50257->50260 for cuBLAS's aligned kernels");
+  ASSERT_EQ(call.tensors.size(), 2u);
+  EXPECT_EQ(call.tensors[1].sizes, (std::vector<Expr>{768, 50260})) << p.to_text();
+  EXPECT_EQ(call.tensors[1].strides, (std::vector<Expr>{1, 768}));  // the weight's orientation
+  EXPECT_EQ(p.buffer(call.outputs[0]).layout.sizes, (std::vector<Expr>{4096, 50260}));
+  // The graph output is eager's contiguous tensor: a copy of the first 50257 columns.
+  EXPECT_EQ(p.outputs[0].ref.sizes, (std::vector<Expr>{4096, 50257}));
+  EXPECT_EQ(p.outputs[0].ref.strides, (std::vector<Expr>{50257, 1}));
   EXPECT_NE(p.outputs[0].ref.buffer, call.outputs[0]);
 
-  ir::Program plain = lower_graph(g);  // auto: CPU graphs are not padded
+  GraphBuilder small;
+  Arg xs = small.input("arg0_1", contiguous({6, 5}));
+  Arg ys = small.input("arg1_1", contiguous({5, 7}));
+  Arg es = small.call("exp", "aten.exp.default", {xs}, contiguous({6, 5}));
+  Arg ms = small.call("mm", "aten.mm.default", {es, ys}, contiguous({6, 7}));
+  ir::Program ps = lower_graph(small.finish({ms}), on);
+  ASSERT_EQ(ps.externs.size(), 1u);
+  EXPECT_EQ(ps.externs[0].decision, "");
+  EXPECT_EQ(ps.externs[0].tensors[0].strides, (std::vector<Expr>{8, 1})) << ps.to_text();
+
+  ir::Program plain = lower_graph(g);
   ASSERT_EQ(plain.externs.size(), 1u);
-  EXPECT_FALSE(plain.externs[0].out_variant);
-  EXPECT_EQ(plain.externs[0].tensors[0].strides, (std::vector<Expr>{5, 1}));
+  EXPECT_EQ(plain.externs[0].tensors[1].sizes, (std::vector<Expr>{768, 50257}));
 }
 
 TEST(Lowering, UnknownOpBecomesAFallbackExtern) {

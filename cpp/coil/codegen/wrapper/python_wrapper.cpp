@@ -345,10 +345,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
       const ir::ExternCall& e = prog.externs.at(st.index);
       std::vector<std::string> tensors;
       for (const ir::TensorRef& t : e.tensors) tensors.push_back(view_text(prog, t));
-      // The out= form: "aten.mm.default" -> torch.ops.aten.mm.out(..., out=buf).
-      std::string op =
-          e.out_variant ? op_text(e.op.substr(0, e.op.rfind('.')) + ".out") : op_text(e.op);
-      std::string call = op + "(";
+      std::string call = op_text(e.op) + "(";
       bool first = true;
       for (const graph::Arg& a : e.args) {
         call += (first ? "" : ", ") + python_arg(a, tensors, e.host_scalars);
@@ -358,15 +355,11 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
         call += (first ? "" : ", ") + key + "=" + python_arg(a, tensors, e.host_scalars);
         first = false;
       }
-      if (e.out_variant) call += std::string(first ? "" : ", ") + "out=" + e.outputs.at(0);
       call += ")";
       out << "    # " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin
           << (e.has_effects ? " (side effects: runs in graph order)" : "")
-          << (e.out_variant ? " (into a buffer of coil's layout)" : "") << "\n";
-      if (e.out_variant) {
-        allocate(prog.buffer(e.outputs.at(0)));
-        out << "    " << call << "\n";
-      } else if (!e.scalar_output.empty()) {
+          << (e.decision.empty() ? "" : " (" + e.decision + ")") << "\n";
+      if (!e.scalar_output.empty()) {
         out << "    " << e.scalar_output << " = " << call << "\n";
       } else {
         // What the op returned, bound to each output buffer: checked against the buffer's
