@@ -2,10 +2,11 @@
 torch.profiler, side by side, plus wall time per call and the first call's time.
 
     python scripts/gpu_profile.py --model gpt2 [--batch 8 --seq 512] [--top 25]
-    python scripts/gpu_profile.py --model resnet50 --batch 64 --backends inductor,coil,coil:channels_last=1
+    python scripts/gpu_profile.py --model resnet50 --batch 64 --backends "inductor;coil;coil:channels_last=off"
 
 Models: gpt2, gpt2_lm (with the LM head), resnet18/resnet50/mobilenet_v3_large (coil.bench.vision).
-A backend "coil:KEY=VALUE,..." runs coil under coil.config.patch(KEY=VALUE) ("1"/"0" are booleans).
+A backend "coil:KEY=VALUE+..." runs coil under coil.config.patch(KEY=VALUE) ("true"/"false" are
+booleans); separate backends with ";" when one has options.
 """
 
 import argparse
@@ -85,7 +86,7 @@ def main():
             import coil
 
             kw = dict(item.split("=") for item in patch.split("+"))
-            kw = {k: {"1": True, "0": False}.get(v, v) for k, v in kw.items()}
+            kw = {k: {"true": True, "false": False}.get(v, v) for k, v in kw.items()}
             ctx = coil.config.patch(**kw)
         with ctx:
             call = fn(model) if name == "eager" else torch.compile(fn(model), backend=name)

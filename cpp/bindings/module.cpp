@@ -21,7 +21,8 @@ NB_MODULE(_C, m) {
   m.def(
       "compile_graph",
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
-         const std::string& cpu_backend, bool channels_last, const std::string& gemm_padding) {
+         const std::string& cpu_backend, const std::string& channels_last,
+         const std::string& gemm_padding, bool inference) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -29,6 +30,7 @@ NB_MODULE(_C, m) {
         opts.cpu_backend = cpu_backend;
         opts.channels_last = channels_last;
         opts.gemm_padding = gemm_padding;
+        opts.inference = inference;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -46,8 +48,8 @@ NB_MODULE(_C, m) {
         return out;
       },
       nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
-      nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = false,
-      nb::arg("gemm_padding") = "auto",
+      nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = "auto",
+      nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",

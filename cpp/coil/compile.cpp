@@ -64,7 +64,14 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     PhaseTimer t(r.seconds["lower"]);
     lower::LowerOptions lopts;
     lopts.triton = targets_triton(g, opts);
-    lopts.channels_last = opts.channels_last;
+    using Lay = lower::LowerOptions::Layout;
+    if (opts.channels_last != "auto" && opts.channels_last != "on" && opts.channels_last != "off")
+      throw std::invalid_argument("channels_last must be auto, on or off, not '" +
+                                  opts.channels_last + "'");
+    lopts.channels_last = opts.channels_last == "on"    ? Lay::ChannelsLast
+                          : opts.channels_last == "off" ? Lay::Contiguous
+                                                        : Lay::Auto;
+    lopts.inference = opts.inference;
     using P = lower::LowerOptions::Padding;
     if (opts.gemm_padding != "auto" && opts.gemm_padding != "on" && opts.gemm_padding != "off")
       throw std::invalid_argument("gemm_padding must be auto, on or off, not '" +

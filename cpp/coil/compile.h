@@ -19,7 +19,9 @@ struct CompileOptions {
   // Triton's interpreter, TRITON_INTERPRET=1: slow, for testing the Triton path without a GPU).
   // Graphs with a tensor on a CUDA device always get Triton kernels.
   std::string cpu_backend = "cpp";
-  bool channels_last = false;  // lower::LowerOptions::channels_last
+  // lower::LowerOptions::channels_last: "auto", "on" (every conv graph), "off".
+  std::string channels_last = "auto";
+  bool inference = true;  // lower::LowerOptions::inference: false for training graphs
   // lower::LowerOptions::gemm_padding: "auto" (CUDA only), "on" (every device), "off".
   std::string gemm_padding = "auto";
 };

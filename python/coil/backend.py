@@ -36,6 +36,7 @@ class CompiledGraph:
     eager_fallback: bool = False
     eager_reason: str = ""  # why the graph runs eagerly (when eager_fallback)
     seconds: dict = dataclasses.field(default_factory=dict)
+    layout: str = ""  # the layout decision for conv graphs ("channels-last (NHWC) ...: why")
 
 
 _records: list[CompiledGraph] = []
@@ -115,12 +116,15 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
             cpu_backend=opts.cpu_backend,
             channels_last=opts.channels_last,
             gemm_padding=opts.gemm_padding,
+            inference=kind == "inference",
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])
         record.fallback_ops = list(result["fallback_ops"])
         record.extern_ops = list(result["extern_ops"])
         record.seconds = dict(result["seconds"])
+        first = result["artifacts"].get("schedule.txt", "").split("\n", 1)[0]
+        record.layout = first[len("layout: ") :] if first.startswith("layout: ") else ""
         if record.fallback_ops and not opts.allow_fallback:
             ops = ", ".join(sorted(set(record.fallback_ops)))
             why = f"ATen fallback ops not allowed (allow_fallback=False): {ops}"

@@ -44,7 +44,9 @@ class Options:
     inject_build_failure: bool = False  # testing only: break the generated source
     cpu_backend: str = "cpp"  # "cpp" or "triton": kernels for graphs on the CPU
     compile_backward: bool = True  # False: AOTAutograd's backward graphs run eagerly
-    channels_last: bool = False  # GPU bf16/fp16 convolution graphs in NHWC (experimental)
+    # Conv graphs' 4-D tensors channels-last (NHWC): "auto" (CUDA inference graphs with 16-bit
+    # convolutions), "on" (every conv graph, any device), "off".
+    channels_last: str = "auto"
     allow_fallback: bool = True  # False: graphs needing ATen fallback ops run eagerly instead
     # Matrix products with leading dimensions padded to 16/128 bytes (cuBLAS's aligned kernels):
     # "auto" (CUDA only), "on" (every device: how the CPU tests check it), "off".
@@ -66,8 +68,9 @@ def _from_env() -> Options:
         opts.cpu_backend = os.environ["COIL_CPU_BACKEND"]
     if os.environ.get("COIL_COMPILE_BACKWARD", "1") in ("0", ""):
         opts.compile_backward = False
-    if os.environ.get("COIL_CHANNELS_LAST", "0") not in ("0", ""):
-        opts.channels_last = True
+    if os.environ.get("COIL_CHANNELS_LAST"):
+        v = os.environ["COIL_CHANNELS_LAST"]
+        opts.channels_last = {"1": "on", "0": "off"}.get(v, v)
     if os.environ.get("COIL_GEMM_PADDING"):
         opts.gemm_padding = os.environ["COIL_GEMM_PADDING"]
     if os.environ.get("COIL_ALLOW_FALLBACK", "1") in ("0", "false", "False"):

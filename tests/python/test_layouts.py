@@ -241,3 +241,49 @@ def test_large_odd_gemm_padded(gemm_padding, op):
 
 
 _LARGE_TOL = {"atol": 2e-4, "rtol": 2e-4}
+
+
+# --------------------------------------------------------------------------------------------
+# The channels-last layout decision (auto: CUDA inference graphs with 16-bit convolutions;
+# forced on here so that the C++ path checks the mechanism)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("producer", ["computed", "permuted_clone", "transposed", "input"])
+def test_conv_family_channels_last(producer):
+    import coil
+
+    with coil.config.patch(channels_last="on"):
+        test_conv(producer, "nhwc_view")
+        test_conv(producer, "channel_mean")
+
+
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v3_large"])
+def test_vision_models_channels_last(model):
+    """Whole conv nets kept NHWC: eager's values and output strides, the decision recorded, and
+    no convolution result re-laid out by the wrapper (cuDNN/oneDNN return NHWC for NHWC)."""
+    import coil
+    import coil.runtime as rt
+    from coil.bench import vision
+
+    torch.manual_seed(0)
+    m = vision.MODELS[model]().eval()
+    x = torch.randn(2, 3, 64, 64)
+    relaid = []
+    original = rt.require_strides
+
+    def counting(t, strides):
+        out = original(t, strides)
+        if out is not t:
+            relaid.append((tuple(t.shape), t.stride(), strides))
+        return out
+
+    rt.require_strides = counting
+    try:
+        with torch.no_grad(), coil.config.patch(channels_last="on"):
+            check(m, x, check_strides=True, atol=1e-4, rtol=1e-4)
+    finally:
+        rt.require_strides = original
+    assert not relaid, relaid
+    record = coil.compiled_graphs()[-1]
+    assert record.layout.startswith("channels-last (NHWC)"), record.layout

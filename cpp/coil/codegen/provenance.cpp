@@ -66,6 +66,11 @@ std::vector<std::string> provenance_lines(const ir::Program& prog, const sched::
     buffers += " " + b.name + (stored ? "" : "(local)");
   }
   out.push_back(buffers);
+  // The graph's layout choice shapes every kernel over 4-D tensors (Program::layout_decision).
+  bool four_d = false;
+  for (const sched::Member& m : k.members)
+    four_d |= prog.buffers[m.buffer].layout.sizes.size() == 4;
+  if (four_d && !prog.layout_decision.empty()) out.push_back("layout: " + prog.layout_decision);
   return out;
 }
 

@@ -166,6 +166,8 @@ struct Program {
   // Graph node name -> ATen op it came from.
   std::map<std::string, std::string> node_targets;
   std::vector<std::string> fallback_ops;  // ATen ops run through fallback, one per occurrence
+  // The graph-wide layout choice and why ("channels-last: ..."), for schedule.txt and kernels.
+  std::string layout_decision;
 
   const Buffer& buffer(const std::string& name) const;
   Buffer& buffer(const std::string& name);

@@ -26,12 +26,15 @@ bool is_channels_last(const ir::TensorRef& t) {
 // returns NHWC, which later kernels read as such.
 std::vector<TensorBox> lower_convolution(Lowering& L, const graph::Node& n) {
   const graph::TensorMeta& m = L.meta(n);
-  if (!L.channels_last() || m.sizes.size() != 4 || m.device.rfind("cuda", 0) != 0)
-    return L.add_extern(n, /*is_fallback=*/false);
+  if (!L.channels_last() || m.sizes.size() != 4) return L.add_extern(n, /*is_fallback=*/false);
+  // The layout decision overrides eager's: inputs in memory NCHW are copied, computed ones stored
+  // NHWC (to_extern_arg would store them in eager's layout).
   for (size_t i : {0, 1}) {
     const graph::Arg& a = n.args.at(i);
     const TensorBox& b = L.box(a);
-    if (b.sizes.size() != 4 || is_channels_last(L.as_ref(b))) continue;
+    if (b.sizes.size() != 4) continue;
+    std::optional<ir::TensorRef> ref = as_strided_view(b);
+    if (ref && is_channels_last(*ref)) continue;
     std::vector<Expr> strides = channels_last_strides(b.sizes);
     L.replace_value(a, L.realize(b, &strides));
   }

@@ -69,10 +69,14 @@ struct LowerOptions {
   // The kernels are Triton: duplicate scatter updates combine only through hardware atomics, so a
   // scatter without an atomic form (see scatter_has_atomic) falls back to the ATen op.
   bool triton = false;
-  // GPU graphs with bf16/fp16 2-D convolutions keep 4-D tensors channels-last (see
-  // Lowering::channels_last). Off by default: on ResNet-18 (H200, bf16) it added layout copies
-  // and ran no faster than eager's NCHW convolutions.
-  bool channels_last = false;
+  // Which graphs keep their 4-D tensors channels-last (NHWC), the layout cuDNN's fast
+  // convolutions take and return (decided in the Lowering constructor, recorded in
+  // Program::layout_decision). Auto: CUDA inference graphs with 16-bit 2-D convolutions. On: every
+  // graph with a 2-D convolution (any device: how the CPU tests check the mechanism). Off: never.
+  enum class Layout { Auto, ChannelsLast, Contiguous };
+  Layout channels_last = Layout::Auto;
+  // The graph is an inference graph (no autograd): its layout is free of a backward's needs.
+  bool inference = true;
   // Matrix products (mm, addmm, bmm, baddbmm) get operands and results whose leading dimension
   // is a multiple of 16 bytes (128 where it is 1024 elements or more), as cuBLAS's vectorized
   // kernels need: coil stores the operands it computes that way and has the library write its

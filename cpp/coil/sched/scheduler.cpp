@@ -223,6 +223,7 @@ std::string Schedule::fusion_text(const ir::Program& prog) const {
 
 std::string Schedule::schedule_text(const ir::Program& prog) const {
   std::ostringstream out;
+  if (!prog.layout_decision.empty()) out << "layout: " << prog.layout_decision << "\n";
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& st = steps[i];
     if (st.kind == Step::Kind::Extern) {
