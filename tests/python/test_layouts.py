@@ -287,3 +287,17 @@ def test_vision_models_channels_last(model):
     assert not relaid, relaid
     record = coil.compiled_graphs()[-1]
     assert record.layout.startswith("channels-last (NHWC)"), record.layout
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (4, 8)])
+def test_flipped_operand(shape):
+    """A flipped tensor is no strided view (negative strides): the fuzzer's seed 8140 passed one to
+    mm, which read memory before the tensor."""
+    a = torch.randn(shape)
+
+    def f(a):
+        v = a.flip(1)
+        w = a.flip(1)[:, :3].unsqueeze(0)
+        return v @ v.t() + 1, torch.nn.functional.conv1d(a.flip(0).unsqueeze(0), w)
+
+    check(f, a, check_strides=True, atol=1e-5, rtol=1e-5)

@@ -42,6 +42,15 @@ std::optional<ir::TensorRef> as_strided_view(const TensorBox& box) {
   ref.sizes = box.sizes;
   ref.strides = affine->coeffs;
   ref.offset = affine->constant;
+  // A negative stride (flip) is no tensor torch can make: such a box is no view (found by the
+  // fuzzer, seed 8140: mm of a flipped input read memory before the tensor).
+  // (A size-1 dim's stride is never used: 0 will do.)
+  for (size_t i = 0; i < ref.strides.size(); ++i) {
+    auto c = ref.strides[i].as_int();
+    if (!c || *c >= 0) continue;
+    if (ref.sizes[i] != Expr(1)) return std::nullopt;
+    ref.strides[i] = 0;
+  }
   return ref;
 }
 

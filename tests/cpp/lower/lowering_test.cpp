@@ -578,6 +578,17 @@ TEST(AsStridedView, RejectsWhatIsNotAPlainStridedRead) {
   EXPECT_FALSE(as_strided_view(TensorBox{}));
 }
 
+// Found by the fuzzer (seed 8140): a flipped read has a negative stride, which no torch tensor
+// has; mm got reinterpret_tensor(x, (1, 8), (0, -1), 7) and read memory before x. A size-1 dim's
+// negative stride is harmless and becomes 0.
+TEST(AsStridedView, NegativeStridesAreNoView) {
+  Expr v0 = ir::index_var(0), v1 = ir::index_var(1);
+  EXPECT_FALSE(as_strided_view(box_of(ir::load("b", DType::Float32, 7 - v1 + v0 * 8), {4, 8})));
+  auto ref = as_strided_view(box_of(ir::load("b", DType::Float32, v1 - v0 * 8), {1, 8}));
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->strides, (std::vector<Expr>{0, 1}));
+}
+
 // ---- promote (torch.result_type) ----
 
 using K = Operand::Kind;
