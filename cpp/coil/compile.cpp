@@ -52,6 +52,15 @@ bool targets_triton(const graph::Graph& g, const CompileOptions& opts) {
   return opts.cpu_backend == "triton";
 }
 
+// An "auto" / "on" / "off" option as its enum value; anything else is the user's error.
+template <class E>
+E choose(const std::string& name, const std::string& value, E automatic, E on, E off) {
+  if (value == "auto") return automatic;
+  if (value == "on") return on;
+  if (value == "off") return off;
+  throw std::invalid_argument(name + " must be auto, on or off, not '" + value + "'");
+}
+
 }  // namespace
 
 CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
@@ -65,20 +74,11 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     lower::LowerOptions lopts;
     lopts.triton = targets_triton(g, opts);
     using Lay = lower::LowerOptions::Layout;
-    if (opts.channels_last != "auto" && opts.channels_last != "on" && opts.channels_last != "off")
-      throw std::invalid_argument("channels_last must be auto, on or off, not '" +
-                                  opts.channels_last + "'");
-    lopts.channels_last = opts.channels_last == "on"    ? Lay::ChannelsLast
-                          : opts.channels_last == "off" ? Lay::Contiguous
-                                                        : Lay::Auto;
+    using Pad = lower::LowerOptions::Padding;
+    lopts.channels_last =
+        choose("channels_last", opts.channels_last, Lay::Auto, Lay::ChannelsLast, Lay::Contiguous);
+    lopts.gemm_padding = choose("gemm_padding", opts.gemm_padding, Pad::Auto, Pad::On, Pad::Off);
     lopts.inference = opts.inference;
-    using P = lower::LowerOptions::Padding;
-    if (opts.gemm_padding != "auto" && opts.gemm_padding != "on" && opts.gemm_padding != "off")
-      throw std::invalid_argument("gemm_padding must be auto, on or off, not '" +
-                                  opts.gemm_padding + "'");
-    lopts.gemm_padding = opts.gemm_padding == "on"    ? P::On
-                         : opts.gemm_padding == "off" ? P::Off
-                                                      : P::Auto;
     prog = lower::lower_graph(g, lopts);
   }
   r.artifacts["ir_pre_fusion.txt"] = prog.to_text();

@@ -77,7 +77,20 @@ def _from_env() -> Options:
         opts.allow_fallback = False
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
+    _check_choices(dataclasses.asdict(opts), "environment")
     return opts
+
+
+# Options that take one of a few words (the C++ side checks them again).
+CHOICES = {"channels_last": ("auto", "on", "off"), "gemm_padding": ("auto", "on", "off")}
+
+
+def _check_choices(values: dict, where: str) -> None:
+    for name, allowed in CHOICES.items():
+        if name in values and values[name] not in allowed:
+            raise ValueError(
+                f"coil option {name}={values[name]!r} ({where}): expected one of {allowed}"
+            )
 
 
 options = _from_env()
@@ -90,6 +103,7 @@ def patch(**changes):
     unknown = set(changes) - {f.name for f in dataclasses.fields(Options)}
     if unknown:
         raise TypeError(f"coil.config.patch: unknown options {sorted(unknown)}")
+    _check_choices(changes, "coil.config.patch")
     if "logs" in changes and not isinstance(changes["logs"], frozenset):
         changes["logs"] = frozenset(changes["logs"])
     saved = options

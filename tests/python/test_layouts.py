@@ -301,3 +301,12 @@ def test_flipped_operand(shape):
         return v @ v.t() + 1, torch.nn.functional.conv1d(a.flip(0).unsqueeze(0), w)
 
     check(f, a, check_strides=True, atol=1e-5, rtol=1e-5)
+
+
+def test_layout_options_are_checked():
+    import coil
+
+    for name in ("channels_last", "gemm_padding"):
+        with pytest.raises(ValueError, match=name):
+            with coil.config.patch(**{name: "sometimes"}):
+                pass

@@ -160,6 +160,15 @@ Lowering::Lowering(const graph::Graph& g, ir::Program& prog, LowerOptions option
   prog_.layout_decision = why;
 }
 
+bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
+                  const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (sizes[i] != Expr(1) && a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 std::vector<Expr> channels_last_strides(const std::vector<Expr>& s) {
   // [N, C, H, W] stored as N, H, W, C.
   return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
@@ -357,134 +366,6 @@ TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
   if (current_) buf.origins.insert(current_->name);
   prog_.buffers.push_back(buf);
   return read_buffer(buf.name, buf.layout);
-}
-
-namespace {
-
-// Strides of size-1 dims never matter (torch gives them arbitrary values).
-bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
-                  const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (sizes[i] != Expr(1) && a[i] != b[i]) return false;
-  }
-  return true;
-}
-
-// Replaces tensor arguments by indices into `tensors`, realizing them as needed, and Python
-// numbers computed at run time by negative indices into `host_scalars`. A tensor that must be
-// stored for the call is stored the way eager laid it out (the graph's meta, made dense), since a
-// library op's result layout can follow its inputs' (convolution returns channels-last for a
-// channels-last input): the result then has the layout the graph's meta gives it. A fallback op
-// gets each tensor with eager's strides even when it is already a view of another layout: some
-// ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
-// `given`, when set, is the tensor to pass in place of the argument's own (a padded operand).
-graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
-                         std::vector<std::string>& host_scalars, bool eager_strides,
-                         const TensorBox* given = nullptr) {
-  if (a.kind == graph::Arg::Kind::List) {
-    std::vector<graph::Arg> items;
-    for (const auto& item : a.list)
-      items.push_back(to_extern_arg(L, item, tensors, host_scalars, eager_strides));
-    return graph::Arg::list_of(std::move(items));
-  }
-  if (a.kind != graph::Arg::Kind::Node) return a;
-  if (const std::string* var = L.host_scalar(a.node)) {
-    host_scalars.push_back(*var);
-    return graph::Arg::node_ref(-static_cast<int>(host_scalars.size()));
-  }
-  const TensorBox& box = given ? *given : L.box(a);
-  const graph::Node& src = L.graph().node(a.node);
-  const graph::TensorMeta* m =
-      !given && src.meta.size() == 1 && src.meta[0].strides.size() == box.rank() ? &src.meta[0]
-                                                                                 : nullptr;
-  std::optional<ir::TensorRef> ref = as_strided_view(box);
-  if (m && (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
-    std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
-    ref = as_strided_view(L.realize(box, &strides));
-  }
-  if (!ref) ref = L.as_ref(box);
-  tensors.push_back(*ref);
-  return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
-}
-
-// Ops whose results are contiguous whatever their inputs' layouts: the wrapper need not check.
-bool result_always_contiguous(const std::string& op) {
-  static const std::set<std::string> kOps = {"aten.mm.default", "aten.addmm.default",
-                                             "aten.bmm.default", "aten.baddbmm.default"};
-  return kOps.count(op) > 0;
-}
-
-bool all_static_strides(const std::vector<graph::TensorMeta>& metas) {
-  for (const graph::TensorMeta& m : metas) {
-    for (const Expr& s : m.strides) {
-      if (!s.as_int()) return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-void Lowering::replace_value(const graph::Arg& a, TensorBox box) {
-  values_.at(a.node).at(0) = std::move(box);
-}
-
-std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallback,
-                                            const std::vector<Expr>* out_strides,
-                                            const std::map<size_t, TensorBox>* arg_boxes) {
-  ir::ExternCall call;
-  call.op = n.target;
-  call.is_fallback = is_fallback;
-  call.origin = n.name;
-  for (size_t i = 0; i < n.args.size(); ++i) {
-    const TensorBox* given = nullptr;
-    if (arg_boxes && arg_boxes->count(i)) given = &arg_boxes->at(i);
-    call.args.push_back(
-        to_extern_arg(*this, n.args[i], call.tensors, call.host_scalars, is_fallback, given));
-  }
-  for (const auto& [k, a] : n.kwargs) {
-    call.kwargs.push_back(
-        {k, to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback)});
-  }
-  if (!n.scalar_type.empty()) {
-    call.scalar_output = n.name;  // FX names are Python identifiers, unique in the graph
-    host_scalars_[n.id] = n.name;
-  }
-  call.returns_tuple = n.meta.size() != 1;
-  // The check needs the strides as numbers in the wrapper: static ones. (Sizes that depend on
-  // data have no variable in the wrapper; their results keep the op's own layout unchecked.)
-  call.check_output_strides = !result_always_contiguous(n.target) && all_static_strides(n.meta);
-  int extern_id = static_cast<int>(prog_.externs.size());
-  std::vector<TensorBox> out;
-  for (const graph::TensorMeta& m : n.meta) {
-    ir::Buffer buf;
-    buf.name = new_buffer_name();
-    buf.kind = ir::Buffer::Kind::Extern;
-    buf.layout = {m.dtype, m.device, m.sizes, m.strides, m.offset, true};
-    if (out_strides && n.meta.size() == 1) {
-      buf.layout.strides = *out_strides;
-      buf.layout.offset = 0;
-    }
-    buf.extern_id = extern_id;
-    buf.origins.insert(n.name);
-    call.outputs.push_back(buf.name);
-    prog_.buffers.push_back(buf);
-    out.push_back(read_buffer(buf.name, buf.layout));
-  }
-  prog_.externs.push_back(std::move(call));
-  if (is_fallback) prog_.fallback_ops.push_back(n.target);
-  return out;
-}
-
-std::vector<TensorBox> Lowering::add_input_mutation(const graph::Node& n) {
-  const graph::Arg& dst = n.args.at(0);
-  if (dst.kind != graph::Arg::Kind::Node ||
-      g_.node(dst.node).kind != graph::NodeKind::Placeholder || n.meta.size() != 1)
-    return {};
-  std::vector<TensorBox> out = add_extern(n, /*is_fallback=*/false);
-  prog_.externs.back().mutates.push_back(g_.node(dst.node).name);
-  return out;
 }
 
 void Lowering::apply_realize_policy(TensorBox& box, int num_users) {

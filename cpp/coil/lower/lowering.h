@@ -2,13 +2,14 @@
 //
 // Each graph node is lowered, in order, by a function registered for its ATen op (one file per op
 // family: pointwise.cpp, special.cpp, reduction.cpp, views.cpp, movement.cpp, creation.cpp,
-// indexing.cpp, pooling.cpp, random.cpp, extern.cpp). A lowering receives TensorBoxes for its
-// tensor inputs and returns TensorBoxes for its outputs (none: the node becomes a fallback, as for
-// an op with no lowering). A TensorBox is lazy: a body describing one element as a function of
-// index variables v0..v{rank-1}. Reading a box at some index substitutes that index into its body,
-// so chains of pointwise ops and views compose into one body without touching memory. A box is
-// realized (stored to a buffer) when a reduction or extern call needs its input in memory, when it
-// is a graph output, or when the thresholds in ir/realize_policy.h say storing beats recomputing.
+// indexing.cpp, pooling.cpp, random.cpp, extern.cpp; extern calls themselves: extern_call.cpp).
+// A lowering receives TensorBoxes for its tensor inputs and returns TensorBoxes for its outputs
+// (none: the node becomes a fallback, as for an op with no lowering). A TensorBox is lazy: a body
+// describing one element as a function of index variables v0..v{rank-1}. Reading a box at some
+// index substitutes that index into its body, so chains of pointwise ops and views compose into
+// one body without touching memory. A box is realized (stored to a buffer) when a reduction or
+// extern call needs its input in memory, when it is a graph output, or when the thresholds in
+// ir/realize_policy.h say storing beats recomputing.
 //
 // Ops without a lowering become fallback extern calls that run the ATen op from the wrapper.
 // Nodes that produce a Python number (graph scalar_type: .item()'s aten._local_scalar_dense, and
@@ -90,6 +91,9 @@ struct LowerOptions {
 bool scatter_has_atomic(ir::ScatterMode mode, DType dtype);
 
 class Lowering;
+// Whether strides a and b of a tensor of `sizes` agree where it matters (size-1 dims excepted).
+bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
+                  const std::vector<Expr>& b);
 // Strides of a 4-D [N, C, H, W] tensor stored channels-last (N, H, W, C).
 std::vector<Expr> channels_last_strides(const std::vector<Expr>& sizes);
 using LowerFn = std::function<std::vector<TensorBox>(Lowering&, const graph::Node&)>;
