@@ -79,5 +79,29 @@ TEST(TritonLaunch, OneConfigNeedsOnlyItsOwnMasks) {
   EXPECT_FALSE(plan_for(exp_of({64, 64})).xmask);
 }
 
+// sum over dim 0 of [r, x]: reads strided along r, contiguous along x (a column reduction).
+graph::Graph column_sum(int64_t r, int64_t x) {
+  GraphBuilder b;
+  Arg a = b.input("arg0_1", contiguous({r, x}));
+  return b.finish({b.call("sum", "aten.sum.dim_IntList", {a, test::ints({0}), Arg::boolean(false)},
+                          contiguous({x}))});
+}
+
+// Found on MobileNetV3 (H200): a squeeze-excite mean over a 28x28 NHWC map ran persistent with one
+// column per block, each load its own cache line (0.34 ms). Columns stay persistent only while a
+// block holds 32 of them; longer ones loop with wide column blocks.
+TEST(TritonLaunch, ColumnReductionsKeepWideBlocks) {
+  LaunchPlan shortcol = plan_for(column_sum(100, 4096));
+  EXPECT_TRUE(shortcol.persistent);
+  for (const LaunchConfig& c : shortcol.launch.configs) EXPECT_GE(c.xblock, 32);
+  LaunchPlan longcol = plan_for(column_sum(784, 4096));
+  EXPECT_FALSE(longcol.persistent) << longcol.decisions.back();
+  for (const LaunchConfig& c : longcol.launch.configs) EXPECT_GE(c.xblock, 16);
+  // Rows keep their configs (8 rows, then 1 row per block).
+  LaunchPlan rows = plan_for(softmax_of({2048, 256}));
+  ASSERT_EQ(rows.launch.configs.size(), 2u);
+  EXPECT_EQ(rows.launch.configs[0].xblock, 8);
+}
+
 }  // namespace
 }  // namespace coil::codegen
