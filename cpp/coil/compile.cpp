@@ -65,6 +65,10 @@ E choose(const std::string& name, const std::string& value, E automatic, E on, E
 
 CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   CompileResult r;
+  // Every range question about a size symbol (s0 >= 2, its hint) is answered from the graph's
+  // symbol table while this graph compiles.
+  sym::RangeEnv size_symbols = g.symbol_env();
+  sym::SizeSymbolScope symbol_scope(size_symbols);
   r.artifacts["graph.txt"] = g.to_text();
   r.artifacts["graph.json"] = graph::to_json(g);
 

@@ -2,13 +2,21 @@
 
     torch.compile(model, backend="coil")
 
-Introspection: coil.compiled_graphs(), coil.reset(); options: coil.config.patch(...);
+Introspection: coil.compiled_graphs() (per graph: kernels, fallbacks, dynamic sizes, recompile
+reasons), coil.graph_breaks(), coil.reset(); options: coil.config.patch(...);
 replay a saved graph: coil.repro("graph.json") or `python -m coil repro graph.json`.
 """
 
 from coil import config
 from coil._C import BuildError, GraphError
-from coil.backend import CoilWarning, CompiledGraph, coil_backend, compiled_graphs, reset
+from coil.backend import (
+    CoilWarning,
+    CompiledGraph,
+    coil_backend,
+    compiled_graphs,
+    graph_breaks,
+    reset,
+)
 from coil.repro import repro
 
 __all__ = [
@@ -19,6 +27,7 @@ __all__ = [
     "coil_backend",
     "compiled_graphs",
     "config",
+    "graph_breaks",
     "repro",
     "reset",
 ]

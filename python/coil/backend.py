@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -37,6 +38,16 @@ class CompiledGraph:
     eager_reason: str = ""  # why the graph runs eagerly (when eager_fallback)
     seconds: dict = dataclasses.field(default_factory=dict)
     layout: str = ""  # the layout decision for conv graphs ("channels-last (NHWC) ...: why")
+    # Dynamic shapes: whether the graph has symbolic sizes, and each size symbol as
+    # "s0 in [2, inf], hint 8" (one build serves every value in the range).
+    dynamic: bool = False
+    symbols: list = dataclasses.field(default_factory=list)
+    # Where Dynamo was when it made this graph: "0/1" is frame 0's second compile (a recompile),
+    # frame the user's function ("forward at model.py:12"), and why Dynamo recompiled it (the
+    # guard that failed, in the user's terms), when it did.
+    compile_id: str = ""
+    frame: str = ""
+    recompile_reason: str = ""
 
 
 _records: list[CompiledGraph] = []
@@ -47,9 +58,42 @@ def compiled_graphs() -> list[CompiledGraph]:
     return list(_records)
 
 
+def graph_breaks() -> dict:
+    """Dynamo's graph breaks so far, as {reason: count} in the user's terms (each break splits a
+    function into several graphs, each compiled by coil; see compiled_graphs())."""
+    return dict(torch._dynamo.utils.counters.get("graph_break", {}))
+
+
 def reset() -> None:
     _records.clear()
     torch._dynamo.reset()
+
+
+def _symbol_text(row: dict) -> str:
+    lo = row.get("lo", "-inf")
+    hi = row.get("hi", "inf")
+    return f"{row['name']} in [{lo}, {hi}], hint {row['hint']}"
+
+
+def _dynamo_context(gm: torch.fx.GraphModule, record: CompiledGraph) -> None:
+    """Fills in where Dynamo is: the compile id, the user's code, and the recompile reason.
+    Read from Dynamo's compile context while the backend runs (best effort: fields stay empty
+    where a torch version keeps them elsewhere)."""
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+        record.compile_id = "" if cid is None else str(cid)
+        ctx = torch._dynamo.utils.get_metrics_context()
+        metrics = getattr(ctx, "_metrics", {}) or {}
+        record.recompile_reason = metrics.get("recompile_reason") or ""
+    except Exception:  # noqa: BLE001 - diagnostics only
+        pass
+    for node in gm.graph.nodes:
+        trace = node.meta.get("stack_trace") or ""
+        found = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', trace)
+        if found:
+            file, line, name = found[-1]
+            record.frame = f"{name} at {file}:{line}"
+            break
 
 
 def _decompositions():
@@ -88,6 +132,20 @@ def _log(opts, artifacts: dict, fallback_ops: list, record: CompiledGraph) -> No
     if "perf" in opts.logs:
         times = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in record.seconds.items())
         print(f"[coil] graph {record.graph_id} compile: {times}", file=sys.stderr)
+    if "dynamic" in opts.logs:
+        print(f"[coil] {describe(record)}", file=sys.stderr)
+
+
+def describe(record: CompiledGraph) -> str:
+    """One line on a graph's shapes and why Dynamo compiled it (COIL_LOGS=dynamic)."""
+    what = f"graph {record.graph_id} ({record.kind}"
+    what += f", Dynamo {record.compile_id}" if record.compile_id else ""
+    what += f", {record.frame}" if record.frame else ""
+    what += "): "
+    what += ("dynamic, " + "; ".join(record.symbols)) if record.dynamic else "static shapes"
+    if record.recompile_reason:
+        what += f"; recompiled because {record.recompile_reason}"
+    return what
 
 
 def _debug_dir(opts, record: CompiledGraph) -> str | None:
@@ -103,11 +161,16 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     record = CompiledGraph(graph_id=next(_ids), kind=kind)
     _records.append(record)
     record.debug_dir = _debug_dir(opts, record)
+    _dynamo_context(gm, record)
     try:
         imported = fx_import.import_graph(gm, example_inputs)
         graph_json = imported.json
+        record.symbols = [_symbol_text(row) for row in imported.symbols]
+        record.dynamic = bool(record.symbols)
     except fx_import.UnsupportedGraph as e:
         return _eager(gm, record, f"graph not supported: {e}", None)
+    except Exception as e:  # noqa: BLE001 - a bug in the import must not stop the user's program
+        return _eager(gm, record, f"graph import failed: {type(e).__name__}: {e}", None)
     try:
         result = _C.compile_graph(
             graph_json,

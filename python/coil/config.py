@@ -4,7 +4,9 @@ COIL_DEBUG=1            write each compiled graph's artifacts under ./coil_debug
 COIL_DEBUG_DIR=path     write them under path instead
 COIL_CACHE_DIR=path     where built kernels are cached (default: a private folder in the temp dir)
 COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, output_code,
-                        fallback, perf (phase timings, Triton launch tuning)
+                        fallback, perf (phase timings, Triton launch tuning), dynamic (per graph:
+                        its size symbols, Dynamo's compile id and why it recompiled; with
+                        TORCH_LOGS=recompiles,graph_breaks Dynamo says more)
 COIL_COMPILE_BACKWARD=0 run training graphs' backward passes eagerly (default: coil compiles them)
 COIL_CHANNELS_LAST=1    GPU graphs with bf16/fp16 convolutions keep 4-D tensors channels-last
                         (experimental; off by default)

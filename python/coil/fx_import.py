@@ -56,35 +56,109 @@ class UnsupportedGraph(Exception):
     """The graph holds something coil cannot represent (the graph then runs eagerly)."""
 
 
+class _Symbols:
+    """The size symbols a graph's metadata mentions, collected while it is walked: backed symbols
+    (s0, s1, ...: sizes Dynamo made dynamic, each with a value range and the example value as its
+    hint) and unbacked ones (u0, ...: sizes that depend on data, which only ATen ops touch)."""
+
+    def __init__(self):
+        self.shape_env = None
+        self.names: set[str] = set()
+
+    def note(self, v: torch.SymInt) -> None:
+        if self.shape_env is None:
+            self.shape_env = v.node.shape_env
+        for s in v.node.expr.free_symbols:
+            self.names.add(str(s))
+
+    def table(self) -> list:
+        """Graph JSON "symbols": the backed symbols with their ranges and hints."""
+        import sympy
+
+        env = self.shape_env
+        if env is None:
+            return []
+        values = _var_to_val(env)
+        by_name = {str(s): s for s in values}
+        rows = []
+        for name in sorted(self.names):
+            s = by_name.get(name)
+            if s is None:  # unbacked: no hint; stays out of the table (see lowering)
+                continue
+            vr = env.var_to_range.get(s)
+            row = {"name": name, "hint": int(values[s])}
+            if vr is not None:
+                if isinstance(vr.lower, sympy.Integer):
+                    row["lo"] = int(vr.lower)
+                if isinstance(vr.upper, sympy.Integer):
+                    row["hi"] = int(vr.upper)
+            rows.append(row)
+        return rows
+
+
+_symbols: _Symbols | None = None  # set while graph_to_dict walks a graph
+
+
+def _backed_symint(v) -> bool:
+    """Whether v is a SymInt of backed symbols only (a function of the graph's dynamic sizes,
+    which the wrapper binds from the inputs), as opposed to one that depends on data."""
+    if not isinstance(v, torch.SymInt):
+        return False
+    values = _var_to_val(v.node.shape_env)
+    return all(s in values for s in v.node.expr.free_symbols)
+
+
+def _var_to_val(shape_env) -> dict:
+    """The example values of the backed symbols (torch 2.13 renamed the field)."""
+    values = getattr(shape_env, "backed_var_to_val", None)
+    return shape_env.var_to_val if values is None else values
+
+
 def _int(v, what: str):
     if isinstance(v, torch.SymInt):
-        return _unbacked_expr(v, what)
+        return _sym_expr(v, what)
     return int(v)
 
 
-def _unbacked_expr(v: torch.SymInt, what: str):
-    """A size that depends on data (an unbacked symbol u0 from nonzero, unique, .item(), ...) as a
-    symbolic expression; the ops that make or read such tensors run in ATen. Sizes with backed
-    symbols (dynamic shapes, s0) are not supported yet: the graph runs eagerly."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
+def _sym_expr(v: torch.SymInt, what: str):
+    """A symbolic size as a coil expression (JSON). Backed symbols (dynamic shapes: s0, ...) are
+    listed in the graph's symbol table with their ranges and hints; unbacked ones (data-dependent
+    sizes: u0 from nonzero, unique, .item(), ...) are not, and the ops that touch them run in ATen."""
     expr = v.node.expr
-    if not expr.free_symbols or free_unbacked_symbols(expr) != expr.free_symbols:
-        raise UnsupportedGraph(f"symbolic size in {what} (dynamic shapes are not supported yet)")
+    if _symbols is not None:
+        _symbols.note(v)
     return _sympy_json(expr, what)
 
 
 def _sympy_json(e, what: str):
     import sympy
 
-    if isinstance(e, sympy.Integer):
+    if isinstance(e, sympy.Integer) or (e.is_number and e.is_integer):
         return int(e)
     if isinstance(e, sympy.Symbol):
         return {"sym": str(e)}
+    name = type(e).__name__
+    if isinstance(e, sympy.Pow) or name == "PowByNatural":
+        base, exp = e.args
+        if exp.is_Integer and int(exp) >= 1:
+            return {"mul": [_sympy_json(base, what)] * int(exp)}
+        raise UnsupportedGraph(f"symbolic size {e} in {what}")
+    if name == "ModularIndexing":  # (x // div) % mod
+        x, div, m = (_sympy_json(a, what) for a in e.args)
+        return {"mod": [{"floordiv": [x, div]}, m]}
+    if name == "CeilDiv":  # -(-a // b)
+        a, b = (_sympy_json(x, what) for x in e.args)
+        return {"mul": [{"floordiv": [{"mul": [a], "coeff": -1}, b]}], "coeff": -1}
     kind = {sympy.Add: "add", sympy.Mul: "mul", sympy.Max: "max", sympy.Min: "min"}.get(type(e))
     if kind is None:
-        name = type(e).__name__
-        kind = {"FloorDiv": "floordiv", "Mod": "mod", "PythonMod": "mod"}.get(name)
+        kind = {
+            "FloorDiv": "floordiv",
+            "CleanDiv": "floordiv",
+            "Mod": "mod",
+            "PythonMod": "mod",
+            "Max": "max",
+            "Min": "min",
+        }.get(name)
     if kind is None:
         raise UnsupportedGraph(f"symbolic size {e} in {what}")
     return {kind: [_sympy_json(a, what) for a in e.args]}
@@ -119,6 +193,11 @@ def _metas(val, what: str) -> list:
 
 def _arg(a, what: str):
     if isinstance(a, torch.fx.Node):
+        val = a.meta.get("val")
+        if _backed_symint(val):
+            # A size computed from the dynamic sizes (sym_size, s0 * 4, a SymInt input): its
+            # expression, so that coil's sizes stay symbolic rather than opaque numbers.
+            return {"sym": _sym_expr(val, what)}
         return {"node": a.name}
     if a is None:
         return None
@@ -145,7 +224,7 @@ def _arg(a, what: str):
     if isinstance(a, (list, tuple)):
         return {"list": [_arg(x, what) for x in a]}
     if isinstance(a, torch.SymInt):
-        return {"sym": _unbacked_expr(a, what)}
+        return {"sym": _sym_expr(a, what)}
     raise UnsupportedGraph(f"argument of type {type(a).__name__} in {what}")
 
 
@@ -228,6 +307,8 @@ def _placeholder_meta(node: torch.fx.Node, example) -> tuple[list, str]:
         return [], "int"
     if isinstance(val, float):
         return [], "float"
+    if isinstance(val, torch.SymInt):
+        return [], "symint"
     raise UnsupportedGraph(f"input {node.name} of type {type(val).__name__}")
 
 
@@ -287,12 +368,26 @@ class ImportedGraph:
 
     json: str
     constants: list
+    symbols: list = dataclasses.field(default_factory=list)  # the graph's size symbols (rows)
 
 
 def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None = None) -> dict:
     """The graph in coil's JSON form. Tensor constants of more than one element become graph
     inputs after the real ones; their values are appended to `constants` (a list must be given
     when the graph has such constants)."""
+    global _symbols
+    _symbols = _Symbols()
+    try:
+        doc = _graph_to_dict(gm, example_inputs, constants)
+        symbols = _symbols.table()
+    finally:
+        _symbols = None
+    if symbols:
+        doc["symbols"] = symbols
+    return doc
+
+
+def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None) -> dict:
     placeholders = []
     nodes = []
     placeholder_index = 0
@@ -305,9 +400,10 @@ def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | No
             )
             placeholder_index += 1
             meta, scalar = _placeholder_meta(node, example)
-            placeholders.append(
-                {"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": scalar}
-            )
+            entry = {"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": scalar}
+            if scalar == "symint":
+                entry["value"] = _sym_expr(node.meta.get("val", example), node.name)
+            placeholders.append(entry)
         elif node.op == "get_attr":
             value = _constant_value(gm, node)
             if _is_literal(node, value):
@@ -323,6 +419,8 @@ def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | No
                 {"name": node.name, "kind": "placeholder", "meta": meta, "scalar_type": ""}
             )
         elif node.op == "call_function":
+            if _backed_symint(node.meta.get("val")):
+                continue  # every use reads its expression (see _arg)
             nodes.append(_call_node(node))
         elif node.op == "output":
             outs = node.args[0]
@@ -342,7 +440,7 @@ def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | No
 def import_graph(gm: torch.fx.GraphModule, example_inputs) -> ImportedGraph:
     constants: list = []
     doc = graph_to_dict(gm, example_inputs, constants)
-    return ImportedGraph(json.dumps(doc), constants)
+    return ImportedGraph(json.dumps(doc), constants, doc.get("symbols", []))
 
 
 def graph_to_json(gm: torch.fx.GraphModule, example_inputs) -> str:

@@ -43,32 +43,40 @@ class Launcher:
     compiled kernel's launcher (`_Bound`), skipping the JIT's per-call argument specialization."""
 
     def __init__(self, fn, kind: str, configs: list[dict], written: list[int],
-                 dtypes: list | None = None, sizes: dict | None = None):
+                 dtypes: list | None = None, sizes: dict | None = None,
+                 size_hints: list | None = None):
         self.fn = fn
         self.kind = kind  # "pointwise", "tiled", "reduction", "persistent_reduction"
         self.configs = configs
         self.written = written  # positions of the tensor arguments the kernel stores to
         self.dtypes = dtypes or []
-        self.sizes = sizes or {}
-        self.chosen: dict[tuple, dict] = {}  # (xnumel, rnumel, ynumel) -> config
-        self.bound: dict[tuple, _Bound | bool] = {}
+        self.sizes = sizes or {}  # for compiling ahead: the traced sizes (hints when dynamic)
+        self.size_hints = size_hints or []  # the traced values of the kernel's size arguments
+        self.chosen: dict[tuple, dict] = {}  # size bucket (see _bucket) -> config
+        self.bound: dict[tuple, _Bound | bool] = {}  # exact sizes -> direct launch
         self.__name__ = getattr(fn, "__name__", "triton_kernel")
 
-    def run(self, *tensors, xnumel: int, rnumel: int | None = None, ynumel: int | None = None):
-        key = (xnumel, rnumel, ynumel)
+    def run(self, *tensors, xnumel: int, rnumel: int | None = None, ynumel: int | None = None,
+            size_args: tuple = ()):
+        key = (xnumel, rnumel, ynumel, size_args)
         bound = self.bound.get(key)
         if bound and bound.accepts(tensors):
             bound(tensors)
             return
-        cfg = self.chosen.get(key)
+        # Configs are tuned once per bucket of sizes, not per size: a dynamic kernel called at
+        # every sequence length tunes a handful of times, not on every new length.
+        bucket = _bucket(xnumel, rnumel, ynumel)
+        cfg = self.chosen.get(bucket)
         if cfg is None:
-            cfg = self._choose(tensors, xnumel, rnumel, ynumel)
-            self.chosen[key] = cfg
-        kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel)
+            cfg = self._choose(tensors, xnumel, rnumel, ynumel, size_args)
+            self.chosen[bucket] = cfg
+        kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel, size_args)
         if kernel is not None and bound is None and not interpreting():
+            if len(self.bound) >= _MAX_BOUND:
+                self.bound.clear()  # many distinct sizes: keep the table small
             # False: this call site cannot take the direct path (it is not retried).
             self.bound[key] = _Bound.make(kernel, self._grid(cfg, xnumel, ynumel),
-                                          self._scalars(cfg, xnumel, rnumel, ynumel),
+                                          self._scalars(cfg, xnumel, rnumel, ynumel, size_args),
                                           tensors) or False
 
     def _grid(self, cfg: dict, xnumel: int, ynumel: int | None) -> int:
@@ -77,21 +85,23 @@ class Launcher:
             n *= triton.cdiv(ynumel, cfg["YBLOCK"])
         return n
 
-    def _scalars(self, cfg: dict, xnumel: int, rnumel: int | None, ynumel: int | None) -> tuple:
-        # The kernel's non-tensor parameters in order: sizes, then block sizes (constexpr).
+    def _scalars(self, cfg: dict, xnumel: int, rnumel: int | None, ynumel: int | None,
+                 size_args: tuple = ()) -> tuple:
+        # The kernel's non-tensor parameters in order: size symbols, numels, then block sizes
+        # (constexpr).
         if ynumel is not None:
-            return (ynumel, xnumel, cfg["YBLOCK"], cfg["XBLOCK"])
+            return (*size_args, ynumel, xnumel, cfg["YBLOCK"], cfg["XBLOCK"])
         if rnumel is None:
-            return (xnumel, cfg["XBLOCK"])
-        return (xnumel, rnumel, cfg["XBLOCK"], cfg["RBLOCK"])
+            return (*size_args, xnumel, cfg["XBLOCK"])
+        return (*size_args, xnumel, rnumel, cfg["XBLOCK"], cfg["RBLOCK"])
 
     def _launch(self, cfg: dict, tensors, xnumel: int, rnumel: int | None,
-                ynumel: int | None = None):
+                ynumel: int | None = None, size_args: tuple = ()):
         grid = (self._grid(cfg, xnumel, ynumel),)
         if grid[0] == 0:
             return None
         sizes = [n for n in (ynumel, xnumel, rnumel) if n is not None]
-        return self.fn[grid](*tensors, *sizes, **cfg)
+        return self.fn[grid](*tensors, *size_args, *sizes, **cfg)
 
     # ---- compiling ahead of the first call ----
 
@@ -103,29 +113,31 @@ class Launcher:
         configs = self.configs
         if len(configs) > 1:
             # A winner tuned by an earlier process for these sizes: only it will run.
-            path = self._cache_path(_current_device_name(), self.sizes["xnumel"],
-                                    self.sizes.get("rnumel"), self.sizes.get("ynumel"))
+            path = self._cache_path(_current_device_name(),
+                                    *_bucket(self.sizes["xnumel"], self.sizes.get("rnumel"),
+                                             self.sizes.get("ynumel")))
             cached = _read_json(path)
             if cached and cached.get("config") in configs:
                 configs = [cached["config"]]
         jobs = []
         for cfg in configs:
             def job(cfg=cfg):
-                kernel = self.fn.warmup(*self.dtypes, *sizes, grid=(1,), **cfg)
+                kernel = self.fn.warmup(*self.dtypes, *self.size_hints, *sizes, grid=(1,), **cfg)
                 kernel._init_handles()  # loads the binary; builds the C launcher if new
             jobs.append(job)
         return jobs
 
     # ---- choosing a config ----
 
-    def _choose(self, tensors, xnumel: int, rnumel: int | None, ynumel: int | None) -> dict:
+    def _choose(self, tensors, xnumel: int, rnumel: int | None, ynumel: int | None,
+                size_args: tuple = ()) -> dict:
         if len(self.configs) == 1 or interpreting():
             return self.configs[0]
-        path = self._cache_path(_device_name(tensors), xnumel, rnumel, ynumel)
+        path = self._cache_path(_device_name(tensors), *_bucket(xnumel, rnumel, ynumel))
         cached = _read_json(path)
         if cached and cached.get("config") in self.configs:
             return cached["config"]
-        timings = self._benchmark(tensors, xnumel, rnumel, ynumel)
+        timings = self._benchmark(tensors, xnumel, rnumel, ynumel, size_args)
         best = min(range(len(self.configs)), key=lambda i: timings[i])
         _write_json(
             path,
@@ -150,7 +162,7 @@ class Launcher:
         return self.configs[best]
 
     def _benchmark(self, tensors, xnumel: int, rnumel: int | None,
-                   ynumel: int | None) -> list[float]:
+                   ynumel: int | None, size_args: tuple = ()) -> list[float]:
         # Written buffers are replaced by copies: a kernel that updates a buffer in place must not
         # see its own output as input on the next repetition of the live call.
         args = list(tensors)
@@ -160,7 +172,7 @@ class Launcher:
         for cfg in self.configs:
             try:
                 ms = triton.testing.do_bench(
-                    lambda cfg=cfg: self._launch(cfg, args, xnumel, rnumel, ynumel),
+                    lambda cfg=cfg: self._launch(cfg, args, xnumel, rnumel, ynumel, size_args),
                     warmup=5, rep=25,
                 )
             except Exception as e:  # noqa: BLE001 - e.g. out of shared memory or registers
@@ -179,6 +191,19 @@ class Launcher:
             h.update(b"\0")
         folder = os.path.join(config.options.cache_dir, "triton")
         return os.path.join(folder, f"{self.__name__}-{h.hexdigest()[:20]}.best_config.json")
+
+
+_MAX_BOUND = 64  # direct launches kept per kernel (one per distinct size)
+
+
+def _bucket(xnumel: int, rnumel: int | None, ynumel: int | None) -> tuple:
+    """The sizes a tuned config is kept for: each rounded up to a power of two (a static kernel
+    has one bucket; a dynamic one a few, whatever the number of distinct sizes)."""
+
+    def up(n):
+        return None if n is None else 1 << max(int(n) - 1, 0).bit_length()
+
+    return (up(xnumel), up(rnumel), up(ynumel))
 
 
 def _device_name(tensors) -> str:

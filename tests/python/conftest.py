@@ -338,3 +338,9 @@ def check(
                 and torch.equal(t.nan_to_num(), b.nan_to_num())
             ), f"input {i} was modified"
     return actual
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "interpreter: also run under Triton's interpreter (test_dynamic.py's child process)"
+    )

@@ -360,11 +360,13 @@ def test_data_dependent_sizes_run_their_ops_in_aten(name):
         assert any(r.kernel_names for r in records), "x.sum() should still be a coil kernel"
 
 
-def test_backed_symbolic_sizes_still_run_eagerly():
-    # Dynamic shapes (backed symbols s0, ...) are not supported yet: the graph runs eagerly, with
-    # a CoilWarning, rather than as a graph of fallbacks.
+def test_backed_symbolic_sizes_compile():
+    # Dynamic shapes (backed symbols s0, ...) compile: the graph records its size symbols, and one
+    # build serves every size.
     coil = requires_coil()
     reset_compiler()
     f = torch.compile(lambda x: x * 2, backend=BACKEND, dynamic=True)
-    with pytest.warns(coil.CoilWarning):
-        torch.testing.assert_close(f(torch.ones(5)), torch.ones(5) * 2)
+    for n in (5, 9, 130):
+        torch.testing.assert_close(f(torch.ones(n)), torch.ones(n) * 2)
+    records = coil.compiled_graphs()
+    assert len(records) == 1 and not records[0].eager_fallback

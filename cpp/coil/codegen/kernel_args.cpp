@@ -1,6 +1,8 @@
 #include "coil/codegen/kernel_args.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 
 namespace coil::codegen {
 
@@ -20,6 +22,27 @@ const sched::Member* member_of(const ir::Program& prog, const sched::Kernel& k,
 }
 
 }  // namespace
+
+std::vector<std::string> size_args_used(const ir::Program& prog, const std::string& body) {
+  if (prog.size_symbols.empty()) return {};
+  std::set<std::string> words;
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < body.size();) {
+    if (!word_char(body[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < body.size() && word_char(body[j])) ++j;
+    if (!std::isdigit(static_cast<unsigned char>(body[i]))) words.insert(body.substr(i, j - i));
+    i = j;
+  }
+  std::vector<std::string> used;
+  for (const graph::SizeSymbol& s : prog.size_symbols) {
+    if (words.count(s.name)) used.push_back(s.name);
+  }
+  return used;
+}
 
 bool uses_indirect_indices(const ir::Program& prog, const sched::Kernel& k) {
   for (const sched::Member& m : k.members) {

@@ -25,6 +25,11 @@ struct KernelArgPlan {
   std::map<std::string, std::string> pointer;  // buffer -> pointer name in the kernel
 };
 
+// The size symbols (Program::size_symbols, in that order) a rendered kernel body names: the
+// kernel takes each as an int64 argument after its pointers. Found by scanning the body's
+// identifiers, so it is exactly what the code reads however the expression got there.
+std::vector<std::string> size_args_used(const ir::Program& prog, const std::string& body);
+
 // A value made in the kernel is read from memory only when it is an inner (per x*r point) value
 // stored in an earlier stage; reduction results and outer values stay in registers.
 KernelArgPlan plan_kernel_args(const ir::Program& prog, const sched::Schedule& s,

@@ -116,8 +116,8 @@ void check_refs(const Node& n, const std::vector<Node>& nodes) {
 
 }  // namespace
 
-int Graph::add_placeholder(std::string name, std::vector<TensorMeta> meta,
-                           std::string scalar_type) {
+int Graph::add_placeholder(std::string name, std::vector<TensorMeta> meta, std::string scalar_type,
+                           std::optional<sym::Expr> symint_value) {
   if (output()) {
     throw GraphError("cannot add placeholder '" + name + "' after the output node");
   }
@@ -127,8 +127,40 @@ int Graph::add_placeholder(std::string name, std::vector<TensorMeta> meta,
   n.kind = NodeKind::Placeholder;
   n.meta = std::move(meta);
   n.scalar_type = std::move(scalar_type);
+  n.symint_value = std::move(symint_value);
   nodes_.push_back(std::move(n));
   return nodes_.back().id;
+}
+
+void Graph::add_symbol(SizeSymbol s) {
+  if (s.name.empty()) throw GraphError("a size symbol has an empty name");
+  if (symbol(s.name)) throw GraphError("size symbol '" + s.name + "' is declared twice");
+  if (s.range.lo > s.range.hi) {
+    throw GraphError("size symbol '" + s.name + "' has an empty range [" +
+                     std::to_string(s.range.lo) + ", " + std::to_string(s.range.hi) + "]");
+  }
+  if (s.hint < s.range.lo || s.hint > s.range.hi) {
+    throw GraphError("size symbol '" + s.name + "' has hint " + std::to_string(s.hint) +
+                     " outside its range");
+  }
+  symbols_.push_back(std::move(s));
+}
+
+const SizeSymbol* Graph::symbol(const std::string& name) const {
+  for (const SizeSymbol& s : symbols_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+sym::RangeEnv Graph::symbol_env() const {
+  sym::RangeEnv env;
+  for (const SizeSymbol& s : symbols_) {
+    sym::Expr e = sym::Expr::symbol(s.name);
+    env.set_range(e, s.range);
+    env.set_hint(e, s.hint);
+  }
+  return env;
 }
 
 int Graph::add_call(std::string name, std::string target, std::vector<Arg> args,

@@ -121,6 +121,18 @@ struct Arg {
 
 enum class NodeKind : uint8_t { Placeholder, Call, Output };
 
+// A backed size symbol (Dynamo's dynamic shapes: s0, s1, ...): its value range and a size hint
+// (the example value it was traced with). Symbols a graph mentions that are not in its table are
+// unbacked (data-dependent sizes, u0, ...): only ATen ops touch the tensors they size.
+struct SizeSymbol {
+  std::string name;
+  sym::Range range;  // inclusive; unbounded ends are kNegInf/kPosInf
+  int64_t hint = 0;
+  bool operator==(const SizeSymbol& o) const {
+    return name == o.name && range.lo == o.range.lo && range.hi == o.range.hi && hint == o.hint;
+  }
+};
+
 struct Node {
   int id = -1;       // index in Graph::nodes()
   std::string name;  // FX node name: "arg0_1", "add", "amax_1"
@@ -132,6 +144,9 @@ struct Node {
   // Placeholders that are scalars (SymInt/int/float inputs) and calls that produce a Python number
   // have no meta; their kind is here.
   std::string scalar_type;  // "", "int", "float", "symint" (placeholders), "bool" (calls)
+  // "symint" placeholders: the size expression the input carries (usually one symbol, s0), when
+  // known. The wrapper binds a symbol from the input that carries it.
+  std::optional<sym::Expr> symint_value;
   std::string stack_trace;  // the user's source line(s) that produced this node, if known
 
   const Arg* kwarg(const std::string& key) const;
@@ -145,12 +160,19 @@ class GraphError : public std::runtime_error {
 
 class Graph {
  public:
-  int add_placeholder(std::string name, std::vector<TensorMeta> meta, std::string scalar_type = "");
+  int add_placeholder(std::string name, std::vector<TensorMeta> meta, std::string scalar_type = "",
+                      std::optional<sym::Expr> symint_value = std::nullopt);
   int add_call(std::string name, std::string target, std::vector<Arg> args,
                std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
                std::string stack_trace = "", std::string scalar_type = "");
   // The graph's outputs: a list of Arg (nodes, or None / constants).
   int set_output(std::vector<Arg> outputs);
+  // Registers a backed size symbol (names are unique; GraphError otherwise).
+  void add_symbol(SizeSymbol s);
+  const std::vector<SizeSymbol>& symbols() const { return symbols_; }
+  const SizeSymbol* symbol(const std::string& name) const;  // nullptr when not backed
+  // The range environment of the backed symbols (ranges and hints).
+  sym::RangeEnv symbol_env() const;
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(int id) const;
@@ -170,6 +192,7 @@ class Graph {
 
  private:
   std::vector<Node> nodes_;
+  std::vector<SizeSymbol> symbols_;
 };
 
 std::string meta_to_text(const TensorMeta& m);

@@ -166,6 +166,7 @@ Json node_to_json(const Node& n, const Graph& g) {
     case NodeKind::Placeholder:
       obj.set("meta", metas_to_json(n.meta));
       obj.set("scalar_type", n.scalar_type);
+      if (n.symint_value) obj.set("value", expr_to_json(*n.symint_value, 1));
       break;
     case NodeKind::Call: {
       obj.set("target", n.target);
@@ -274,7 +275,7 @@ std::string Reader::read_string(const Json& obj, const char* key, const char* wh
 
 Graph Reader::read(const Json& doc) {
   expect_type(doc, Json::Type::Object, "the document");
-  check_keys(doc, {"format", "version", "nodes"}, "the document");
+  check_keys(doc, {"format", "version", "nodes", "symbols"}, "the document");
   std::string format = read_string(doc, "format", "the document", true);
   if (format != kFormat) {
     fail("\"format\" is \"" + format + "\"; expected \"" + kFormat + "\" (is this a coil graph?)");
@@ -293,6 +294,32 @@ Graph Reader::read(const Json& doc) {
   }
 
   Graph g;
+  if (const Json* symbols = doc.find("symbols")) {
+    expect_type(*symbols, Json::Type::Array, "\"symbols\"");
+    for (size_t i = 0; i < symbols->size(); ++i) {
+      Scope scope(*this, "symbols[" + std::to_string(i) + "]");
+      const Json& row = symbols->items()[i];
+      expect_type(row, Json::Type::Object, "a size symbol");
+      check_keys(row, {"name", "lo", "hi", "hint"}, "a size symbol");
+      SizeSymbol s;
+      s.name = read_string(row, "name", "a size symbol", true);
+      auto bound = [&](const char* key, int64_t unbounded) {
+        const Json* v = row.find(key);
+        if (!v) return unbounded;
+        expect_type(*v, Json::Type::Int, std::string("\"") + key + "\"");
+        return v->as_int();
+      };
+      s.range = {bound("lo", sym::Range::kNegInf), bound("hi", sym::Range::kPosInf)};
+      const Json& hint = require(row, "hint", "a size symbol");
+      expect_type(hint, Json::Type::Int, "\"hint\"");
+      s.hint = hint.as_int();
+      try {
+        g.add_symbol(std::move(s));
+      } catch (const GraphError& e) {
+        fail(e.what());
+      }
+    }
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     Scope scope(*this, "nodes[" + std::to_string(i) + "]");
     read_node(nodes.items()[i], g);
@@ -313,8 +340,10 @@ void Reader::read_node(const Json& j, Graph& g) {
   std::string name = read_string(j, "name", "a node", true);
   if (name.empty()) fail("\"name\" is empty; every node needs a name");
   path_.back() += " ('" + name + "')";
-  check_keys(j, {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace"},
-             "a node");
+  check_keys(
+      j,
+      {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace", "value"},
+      "a node");
   if (ids_.count(name)) {
     fail("duplicate node name '" + name + "' (also node #" + std::to_string(ids_.at(name)) +
          "); node names must be unique");
@@ -326,6 +355,14 @@ void Reader::read_node(const Json& j, Graph& g) {
   std::vector<TensorMeta> meta = read_metas(j.find("meta"));
   std::string scalar_type = read_string(j, "scalar_type", "a node", false);
   std::string stack_trace = read_string(j, "stack_trace", "a node", false);
+  std::optional<sym::Expr> symint_value;
+  if (const Json* v = j.find("value")) {
+    Scope scope(*this, "value");
+    if (kind != "placeholder" || scalar_type != "symint") {
+      fail("only a \"symint\" placeholder has a \"value\"");
+    }
+    symint_value = read_expr(*v);
+  }
 
   auto only = [&](bool ok, const char* msg) {
     if (!ok) fail("a " + kind + " node " + msg);
@@ -348,7 +385,7 @@ void Reader::read_node(const Json& j, Graph& g) {
   int id = -1;
   try {
     if (kind == "placeholder") {
-      id = g.add_placeholder(name, std::move(meta), std::move(scalar_type));
+      id = g.add_placeholder(name, std::move(meta), std::move(scalar_type), symint_value);
     } else if (kind == "call") {
       id = g.add_call(name, std::move(target), std::move(args), std::move(kwargs), std::move(meta),
                       std::move(stack_trace), std::move(scalar_type));
@@ -623,6 +660,18 @@ std::string to_json(const Graph& g) {
   doc.set("format", kFormat);
   doc.set("version", kVersion);
   doc.set("nodes", std::move(nodes));
+  if (!g.symbols().empty()) {
+    Json symbols = Json::array();
+    for (const SizeSymbol& s : g.symbols()) {
+      Json row = Json::object();
+      row.set("name", s.name);
+      if (s.range.lo != sym::Range::kNegInf) row.set("lo", s.range.lo);
+      if (s.range.hi != sym::Range::kPosInf) row.set("hi", s.range.hi);
+      row.set("hint", s.hint);
+      symbols.push_back(std::move(row));
+    }
+    doc.set("symbols", std::move(symbols));
+  }
   try {
     return dump_json(doc, 2);
   } catch (const JsonError& e) {

@@ -53,7 +53,10 @@ std::string quote(const std::string& s) {
 
 std::string type_text(const Node& n) {
   if (n.meta.size() == 1) return meta_to_text(n.meta[0]);
-  if (n.meta.empty()) return n.scalar_type;
+  if (n.meta.empty()) {
+    if (n.symint_value) return n.scalar_type + "(" + n.symint_value->str() + ")";
+    return n.scalar_type;
+  }
   std::string out = "(";
   for (size_t i = 0; i < n.meta.size(); ++i) {
     if (i > 0) out += ", ";
@@ -134,8 +137,21 @@ std::string arg_to_text(const Arg& a, const Graph& g) {
   return "?";
 }
 
+static std::string range_text(const sym::Range& r) {
+  auto end = [](int64_t v) {
+    if (v == sym::Range::kNegInf) return std::string("-inf");
+    if (v == sym::Range::kPosInf) return std::string("inf");
+    return std::to_string(v);
+  };
+  return "[" + end(r.lo) + ", " + end(r.hi) + "]";
+}
+
 std::string Graph::to_text() const {
   std::string out;
+  for (const SizeSymbol& s : symbols_) {
+    out += "# size symbol " + s.name + " in " + range_text(s.range) + ", hint " +
+           std::to_string(s.hint) + "\n";
+  }
   for (const Node& n : nodes_) {
     if (n.kind == NodeKind::Output) {
       out += return_text(n, *this) + "\n";

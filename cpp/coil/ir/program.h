@@ -160,12 +160,19 @@ struct Program {
   std::vector<ExternCall> externs;
   // One per graph placeholder: the input buffer's name (tensor inputs) or "" (scalar inputs).
   std::vector<std::string> inputs;
+  // One per graph placeholder: the size expression a SymInt input carries (nullopt otherwise).
+  std::vector<std::optional<Expr>> input_symints;
+  // The graph's backed size symbols (s0, ...: ranges and hints). Kernels take the ones they use
+  // as arguments; the wrapper binds each from the inputs at call time.
+  std::vector<graph::SizeSymbol> size_symbols;
   std::vector<GraphOutput> outputs;
   // Graph node name -> its user's source line(s), for provenance comments.
   std::map<std::string, std::string> stack_traces;
   // Graph node name -> ATen op it came from.
   std::map<std::string, std::string> node_targets;
   std::vector<std::string> fallback_ops;  // ATen ops run through fallback, one per occurrence
+  // Nodes a lowering handed to ATen because a size it needed was symbolic, and why.
+  std::vector<std::string> fallback_reasons;
   // The graph-wide layout choice and why ("channels-last: ..."), for schedule.txt and kernels.
   std::string layout_decision;
 

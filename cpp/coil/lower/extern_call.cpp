@@ -5,6 +5,7 @@
 //
 // Tests: tests/cpp/lower/lowering_test.cpp (extern and fallback cases),
 // tests/python/test_layouts.py.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -23,13 +24,42 @@ namespace {
 // gets each tensor with eager's strides even when it is already a view of another layout: some
 // ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
 // `given`, when set, is the tensor to pass in place of the argument's own (a padded operand).
+// Whether strides lay sizes out without overlap and without broadcast dims: a layout a buffer can
+// be allocated with as is (padded rows included).
+bool allocatable(const std::vector<Expr>& sizes, const std::vector<Expr>& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto n = sizes[i].as_int(), s = strides[i].as_int();
+    if (!n || !s) return false;
+    if (*n == 0) return false;
+    if (*n == 1) continue;
+    if (*s <= 0) return false;
+    dims.emplace_back(*s, *n);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;  // elements the inner dims span
+  for (const auto& [s, n] : dims) {
+    if (s < extent) return false;
+    extent = s * n;
+  }
+  return true;
+}
+
+// Ops that read their operands' exact strides, padding included: the attention kernels take an
+// additive mask (attn_bias) whose rows must start 16-byte aligned, and eager's graph pads the
+// mask's rows for it (an odd sequence length: rows of 49 elements stored 52 apart). A mask that
+// coil computes must be stored the same way, not densely.
+bool wants_exact_strides(const std::string& op) {
+  return op.find("scaled_dot_product") != std::string::npos;
+}
+
 graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
                          std::vector<std::string>& host_scalars, bool eager_strides,
-                         const TensorBox* given = nullptr) {
+                         const TensorBox* given = nullptr, bool exact = false) {
   if (a.kind == graph::Arg::Kind::List) {
     std::vector<graph::Arg> items;
     for (const auto& item : a.list)
-      items.push_back(to_extern_arg(L, item, tensors, host_scalars, eager_strides));
+      items.push_back(to_extern_arg(L, item, tensors, host_scalars, eager_strides, nullptr, exact));
     return graph::Arg::list_of(std::move(items));
   }
   if (a.kind != graph::Arg::Kind::Node) return a;
@@ -43,7 +73,10 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
       !given && src.meta.size() == 1 && src.meta[0].strides.size() == box.rank() ? &src.meta[0]
                                                                                  : nullptr;
   std::optional<ir::TensorRef> ref = as_strided_view(box);
-  if (m && (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
+  if (m && exact && allocatable(box.sizes, m->strides) && (!ref || ref->strides != m->strides)) {
+    ref = as_strided_view(L.realize(box, &m->strides, /*fixed=*/true));
+  } else if (m &&
+             (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
     std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
     ref = as_strided_view(L.realize(box, &strides));
   }
@@ -81,15 +114,16 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.op = n.target;
   call.is_fallback = is_fallback;
   call.origin = n.name;
+  bool exact = wants_exact_strides(n.target);
   for (size_t i = 0; i < n.args.size(); ++i) {
     const TensorBox* given = nullptr;
     if (arg_boxes && arg_boxes->count(i)) given = &arg_boxes->at(i);
-    call.args.push_back(
-        to_extern_arg(*this, n.args[i], call.tensors, call.host_scalars, is_fallback, given));
+    call.args.push_back(to_extern_arg(*this, n.args[i], call.tensors, call.host_scalars,
+                                      is_fallback, given, exact));
   }
   for (const auto& [k, a] : n.kwargs) {
     call.kwargs.push_back(
-        {k, to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback)});
+        {k, to_extern_arg(*this, a, call.tensors, call.host_scalars, is_fallback, nullptr, exact)});
   }
   if (!n.scalar_type.empty()) {
     call.scalar_output = n.name;  // FX names are Python identifiers, unique in the graph

@@ -31,10 +31,10 @@ bool is_index_dtype(DType d) {
   return d == DType::Int64 || d == DType::Int32;
 }
 
-// Sizes that indirect indices may address: static and positive.
+// Sizes that indirect indices may address: positive for every value of the size symbols (a
+// dynamic size is checked against at run time like a static one).
 bool addressable(const Expr& size) {
-  auto v = size.as_int();
-  return v && *v > 0;
+  return sym::statically_known_true(sym::le(1, size), sym::RangeEnv{});
 }
 
 std::optional<int64_t> static_int(const Lowering& L, const Arg* a) {
@@ -160,7 +160,7 @@ std::vector<TensorBox> lower_index_select(Lowering& L, const Node& n) {
   const TensorBox& index = L.box_of(n, 2);
   const graph::TensorMeta& m = L.meta(n);
   if (x.rank() == 0 || index.rank() > 1 || !is_index_dtype(index.dtype)) return {};
-  size_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   if (!addressable(x.sizes[dim]) || m.rank() != x.rank()) return {};
   std::vector<Expr> at;
   if (index.rank() == 1) at.push_back(ir::index_var(static_cast<int>(dim)));
@@ -173,7 +173,7 @@ std::vector<TensorBox> lower_gather(Lowering& L, const Node& n) {
   const TensorBox& index = L.box_of(n, 2);
   const graph::TensorMeta& m = L.meta(n);
   if (x.rank() == 0 || index.rank() != x.rank() || !is_index_dtype(index.dtype)) return {};
-  size_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   if (!addressable(x.sizes[dim])) return {};
   Expr sym = ir::indirect(index.load(ir::index_vars(index.rank())), x.sizes[dim], false);
   return {read_along(x, dim, sym, m, origins_of({&x, &index}))};

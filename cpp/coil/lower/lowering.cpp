@@ -210,6 +210,7 @@ Operand Lowering::operand(const graph::Arg& a) const {
     case graph::Arg::Kind::Bool:
       return {Operand::Kind::Scalar, DType::Bool};
     case graph::Arg::Kind::Int:
+    case graph::Arg::Kind::Sym:  // a dynamic size used as a number: a Python int
       return {Operand::Kind::Scalar, DType::Int64};
     case graph::Arg::Kind::Float:
       return {Operand::Kind::Scalar, DType::Float64};
@@ -230,9 +231,20 @@ Value Lowering::scalar(const graph::Arg& a, DType d) const {
       // converted the way eager converts it: truncated toward zero.
       if (!graph::is_floating(d)) return ir::cast(ir::constant(a.f, DType::Float64), d);
       return ir::constant(a.f, d);
+    case graph::Arg::Kind::Sym: {
+      // A dynamic size used as a number (x * s0): the kernel reads the size argument.
+      if (auto v = a.sym.as_int()) return scalar(graph::Arg::integer(*v), d);
+      Value i = ir::index_expr(a.sym, DType::Int64);
+      return d == DType::Int64 ? i : ir::cast(i, d);
+    }
     default:
       throw std::logic_error("scalar: argument is not a number");
   }
+}
+
+int64_t static_value(const Expr& e, const char* what) {
+  if (auto v = e.as_int()) return *v;
+  throw NeedsStaticValue(std::string(what) + " is symbolic (" + e.str() + ")");
 }
 
 Expr Lowering::int_arg(const graph::Arg& a) const {
@@ -431,7 +443,7 @@ void Lowering::lower_node(const graph::Node& n) {
   // torch defines few ops on the unsigned ones); ATen computes whatever reads or makes one.
   // Sizes that depend on data (nonzero, unique, masked indexing: unbacked symbols u0, ...): every
   // op that makes or reads such a tensor runs in ATen, which knows the sizes when it runs.
-  if (touches_opaque_dtype(n) || touches_symbolic_size(n)) {
+  if (touches_opaque_dtype(n) || touches_unbacked_size(n)) {
     values_[n.id] = add_extern(n, /*is_fallback=*/true);
     return;
   }
@@ -446,7 +458,12 @@ void Lowering::lower_node(const graph::Node& n) {
     out = empty_outputs(n);
     lowered = true;
   } else if (it != reg.end()) {
-    out = it->second(*this, n);
+    try {
+      out = it->second(*this, n);
+    } catch (const NeedsStaticValue& e) {
+      out.clear();  // a dynamic size this lowering cannot plan for: the ATen op runs it
+      prog_.fallback_reasons.push_back(n.name + " (" + n.target + "): " + e.what());
+    }
     lowered = !out.empty() || n.meta.empty();
   }
   if (!lowered) out = add_extern(n, /*is_fallback=*/true);
@@ -464,11 +481,21 @@ void Lowering::lower_node(const graph::Node& n) {
 
 namespace {
 
-bool is_static(const graph::TensorMeta& m) {
-  auto fixed = [](const std::vector<Expr>& v) {
-    return std::all_of(v.begin(), v.end(), [](const Expr& e) { return e.as_int().has_value(); });
+// Whether e mentions a symbol that is not one of the graph's backed size symbols: a size that
+// depends on data (u0 from nonzero, unique, .item(), ...).
+bool unbacked(const graph::Graph& g, const Expr& e) {
+  if (e.is_int()) return false;
+  for (const Expr& s : sym::free_symbols(e)) {
+    if (!g.symbol(s.name())) return true;
+  }
+  return false;
+}
+
+bool has_unbacked(const graph::Graph& g, const graph::TensorMeta& m) {
+  auto any = [&](const std::vector<Expr>& v) {
+    return std::any_of(v.begin(), v.end(), [&](const Expr& e) { return unbacked(g, e); });
   };
-  return fixed(m.sizes) && fixed(m.strides) && m.offset.as_int().has_value();
+  return any(m.sizes) || any(m.strides) || unbacked(g, m.offset);
 }
 
 // Whether pred holds for some argument of n (positional or keyword, looking inside lists).
@@ -487,11 +514,11 @@ bool any_arg(const graph::Node& n, const std::function<bool(const graph::Arg&)>&
 
 }  // namespace
 
-bool Lowering::touches_symbolic_size(const graph::Node& n) const {
-  auto dynamic = [](const graph::TensorMeta& m) { return !is_static(m); };
+bool Lowering::touches_unbacked_size(const graph::Node& n) const {
+  auto dynamic = [&](const graph::TensorMeta& m) { return has_unbacked(g_, m); };
   if (std::any_of(n.meta.begin(), n.meta.end(), dynamic)) return true;
   return any_arg(n, [&](const graph::Arg& a) {
-    if (a.kind == graph::Arg::Kind::Sym) return !a.sym.as_int().has_value();
+    if (a.kind == graph::Arg::Kind::Sym) return unbacked(g_, a.sym);
     if (a.kind != graph::Arg::Kind::Node) return false;
     const auto& metas = g_.node(a.node).meta;
     return std::any_of(metas.begin(), metas.end(), dynamic);
@@ -571,6 +598,12 @@ void Lowering::lower_outputs(const graph::Node& out) {
   if (out.args.size() == 1 && out.args[0].kind == graph::Arg::Kind::List) items = &out.args[0].list;
   for (const graph::Arg& a : *items) {
     ir::GraphOutput o;
+    if (a.kind == graph::Arg::Kind::Sym || a.kind == graph::Arg::Kind::Int) {
+      // A size (forward graphs hand their backward the dynamic sizes): computed by the wrapper.
+      o.scalar = a.kind == graph::Arg::Kind::Int ? std::to_string(a.i) : sym::to_python(a.sym);
+      prog_.outputs.push_back(o);
+      continue;
+    }
     if (a.kind != graph::Arg::Kind::Node) {
       o.is_none = true;
       prog_.outputs.push_back(o);
@@ -603,6 +636,7 @@ void Lowering::lower_outputs(const graph::Node& out) {
 
 void Lowering::run() {
   g_.validate();
+  prog_.size_symbols = g_.symbols();
   user_count_.assign(g_.nodes().size(), 0);
   for (const graph::Node& n : g_.nodes()) {
     std::vector<const graph::Arg*> stack;
@@ -621,8 +655,10 @@ void Lowering::run() {
       case graph::NodeKind::Placeholder: {
         if (n.meta.empty()) {
           prog_.inputs.push_back("");
+          prog_.input_symints.push_back(n.symint_value);
           continue;
         }
+        prog_.input_symints.push_back(std::nullopt);
         const graph::TensorMeta& m = n.meta[0];
         ir::Buffer buf;
         buf.name = n.name;

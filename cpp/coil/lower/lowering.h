@@ -37,6 +37,17 @@ using graph::DType;
 using ir::Value;
 using sym::Expr;
 
+// Thrown by a lowering whose plan needs a size, index or argument to be a known integer when the
+// graph has it symbolic (a dynamic size): the node then runs as its ATen op (a counted fallback)
+// rather than the whole graph running eagerly.
+class NeedsStaticValue : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// e's integer value; NeedsStaticValue naming `what` when e is symbolic.
+int64_t static_value(const sym::Expr& e, const char* what);
+
 struct TensorBox {
   DType dtype = DType::Float32;
   std::string device = "cpu";
@@ -169,9 +180,9 @@ class Lowering {
   // Whether the node makes or reads a tensor of an opaque dtype (graph::is_opaque): it runs in
   // ATen.
   bool touches_opaque_dtype(const graph::Node& n) const;
-  // Whether the node makes or reads a tensor whose sizes are symbolic (depend on data): it runs in
-  // ATen.
-  bool touches_symbolic_size(const graph::Node& n) const;
+  // Whether the node makes or reads a tensor whose sizes depend on data (symbols that are not the
+  // graph's backed size symbols): it runs in ATen.
+  bool touches_unbacked_size(const graph::Node& n) const;
   // The wrapper variable holding the Python number node `id` produced (nullptr: not a number).
   const std::string* host_scalar(int id) const;
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.

@@ -51,7 +51,7 @@ std::vector<TensorBox> lower_flip(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   std::vector<Expr> idx = ir::index_vars(x.rank());
   for (const Expr& d : L.int_list(n.args.at(1))) {
-    size_t dim = wrap_dim(d.as_int().value(), x.rank());
+    size_t dim = wrap_dim(static_value(d, "a dim"), x.rank());
     idx[dim] = x.sizes[dim] - 1 - idx[dim];
   }
   return {remap(x, x.sizes, idx)};
@@ -140,16 +140,14 @@ std::vector<TensorBox> lower_slice_scatter(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   const TensorBox& src = L.box_of(n, 1);
   size_t dim = wrap_dim(int_or(L, n, 2, "dim", 0), x.rank());
-  int64_t size = x.sizes[dim].as_int().value();
-  int64_t start = int_or(L, n, 3, "start", 0);
-  start = start < 0 ? std::max<int64_t>(start + size, 0) : std::min(start, size);
+  const Arg* s = L.arg(n, 3, "start");
+  Expr start = s && !s->is_none() ? slice_start(L.int_arg(*s), x.sizes[dim]) : Expr(0);
   int64_t step = int_or(L, n, 5, "step", 1);
-  int64_t count = src.sizes[dim].as_int().value();
+  Expr count = src.sizes[dim];
   std::vector<Expr> idx = ir::index_vars(x.rank());
   Expr rel = idx[dim] - start;
-  Value inside =
-      both(ir::binary(Op::Ge, index_value(rel), ir::int_constant(0, DType::Int64)),
-           ir::binary(Op::Lt, index_value(rel), ir::int_constant(count * step, DType::Int64)));
+  Value inside = both(ir::binary(Op::Ge, index_value(rel), ir::int_constant(0, DType::Int64)),
+                      ir::binary(Op::Lt, index_value(rel), index_value(count * step)));
   if (step != 1) {
     inside = both(inside, ir::binary(Op::Eq, index_value(sym::mod(rel, step)),
                                      ir::int_constant(0, DType::Int64)));
@@ -164,10 +162,9 @@ std::vector<TensorBox> lower_select_scatter(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   const TensorBox& src = L.box_of(n, 1);
   size_t dim = wrap_dim(int_of(L, n.args.at(2)), x.rank());
-  int64_t index = int_of(L, n.args.at(3));
-  if (index < 0) index += x.sizes[dim].as_int().value();
+  Expr index = wrap_index(L.int_arg(n.args.at(3)), x.sizes[dim]);
   std::vector<Expr> idx = ir::index_vars(x.rank());
-  Value inside = ir::binary(Op::Eq, index_value(idx[dim]), ir::int_constant(index, DType::Int64));
+  Value inside = ir::binary(Op::Eq, index_value(idx[dim]), index_value(index));
   std::vector<Expr> src_idx;
   for (size_t i = 0; i < x.rank(); ++i) {
     if (i != dim) src_idx.push_back(idx[i]);
@@ -187,8 +184,7 @@ std::vector<TensorBox> lower_copy(Lowering& L, const Node& n) {
 std::vector<TensorBox> lower_narrow(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   size_t dim = wrap_dim(int_of(L, n.args.at(1)), x.rank());
-  int64_t start = int_of(L, n.args.at(2));
-  if (start < 0) start += x.sizes[dim].as_int().value();
+  Expr start = wrap_index(L.int_arg(n.args.at(2)), x.sizes[dim]);
   return {slice(x, dim, start, 1, L.meta(n).sizes)};
 }
 

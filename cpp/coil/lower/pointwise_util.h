@@ -56,7 +56,12 @@ TensorBox reshape(const TensorBox& x, const std::vector<Expr>& sizes);
 TensorBox slice(const TensorBox& x, size_t dim, Expr start, Expr step,
                 const std::vector<Expr>& out_sizes);
 TensorBox select(const TensorBox& x, size_t dim, Expr index);
-// A static integer argument (throws when it is symbolic).
+// A static integer argument (NeedsStaticValue when it is symbolic).
 int64_t int_of(const Lowering& L, const graph::Arg& a);
+// Python's index rules over a possibly symbolic size: a negative index counts from the end
+// (wrap_index), and a slice start is then clamped into [0, size] (slice_start). The sign of a
+// symbolic index must follow from the symbols' ranges (NeedsStaticValue otherwise).
+Expr wrap_index(const Expr& v, const Expr& size);
+Expr slice_start(const Expr& v, const Expr& size);
 
 }  // namespace coil::lower

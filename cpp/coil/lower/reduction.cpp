@@ -253,7 +253,7 @@ double correction_arg(const Lowering& L, const Node& n) {
 std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
-  int64_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  int64_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   ReduceSpec spec{x.rank() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{dim}, true};
   DType acc = x.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   std::vector<Expr> idx = ir::index_vars(x.rank());
@@ -421,7 +421,7 @@ std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionTy
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
   if (x.rank() == 0) return {with_dtype(x, m.dtype)};
-  size_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   auto len = x.sizes[dim].as_int();
   if (!len || *len > ir::realize_policy::kMaxPrefixReductionScan) return {};
   DType acc = acc_dtype(x.dtype, m.dtype);
@@ -438,7 +438,7 @@ std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionTy
 
 // The scan dim of a cumulative op, or nullopt when the scan is too long for a prefix reduction.
 std::optional<size_t> short_scan_dim(const Lowering& L, const Node& n, const TensorBox& x) {
-  size_t dim = wrap_dim(L.int_arg(n.args.at(1)).as_int().value(), x.rank());
+  size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   auto len = x.sizes[dim].as_int();
   if (!len || *len > ir::realize_policy::kMaxPrefixReductionScan) return std::nullopt;
   return dim;

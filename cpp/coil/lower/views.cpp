@@ -61,15 +61,33 @@ std::vector<TensorBox> lower_permute(Lowering& L, const Node& n, std::vector<int
 }
 
 int64_t int_of(const Lowering& L, const Arg& a) {
-  auto v = L.int_arg(a).as_int();
-  if (!v) throw std::logic_error("expected a static integer argument");
-  return *v;
+  return static_value(L.int_arg(a), "an integer argument");
 }
 
-// Clamps a slice bound like Python: negative counts from the end, then into [0, size].
-int64_t slice_bound(int64_t v, int64_t size) {
-  if (v < 0) v += size;
-  return std::clamp<int64_t>(v, 0, size);
+namespace {
+
+// Whether v < 0 for every value of its symbols (true), for none (false); NeedsStaticValue when
+// that depends on the symbols' values.
+bool is_negative(const Expr& v) {
+  sym::RangeEnv env;  // the graph's size symbols (SizeSymbolScope)
+  if (sym::statically_known_true(sym::lt(v, 0), env)) return true;
+  if (sym::statically_known_true(sym::le(0, v), env)) return false;
+  throw NeedsStaticValue("the sign of index " + v.str() + " depends on the sizes");
+}
+
+Expr simplified(const Expr& e) {
+  return sym::simplify(e, sym::RangeEnv{});
+}
+
+}  // namespace
+
+Expr wrap_index(const Expr& v, const Expr& size) {
+  return is_negative(v) ? simplified(v + size) : v;
+}
+
+Expr slice_start(const Expr& v, const Expr& size) {
+  if (is_negative(v)) return simplified(sym::max(v + size, 0));
+  return simplified(sym::min(v, size));
 }
 
 TensorBox slice(const TensorBox& x, size_t dim, Expr start, Expr step,
@@ -83,11 +101,10 @@ std::vector<TensorBox> lower_slice(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   const Arg* d = L.arg(n, 1, "dim");
   size_t dim = wrap_dim(d ? int_of(L, *d) : 0, x.rank());
-  int64_t size = x.sizes[dim].as_int().value();
   const Arg* s = L.arg(n, 2, "start");
   const Arg* st = L.arg(n, 4, "step");
-  int64_t start = s && !s->is_none() ? slice_bound(int_of(L, *s), size) : 0;
-  int64_t step = st && !st->is_none() ? int_of(L, *st) : 1;
+  Expr start = s && !s->is_none() ? slice_start(L.int_arg(*s), x.sizes[dim]) : Expr(0);
+  Expr step = st && !st->is_none() ? L.int_arg(*st) : Expr(1);
   return {slice(x, dim, start, step, L.meta(n).sizes)};
 }
 
@@ -108,9 +125,7 @@ TensorBox select(const TensorBox& x, size_t dim, Expr index) {
 std::vector<TensorBox> lower_select(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   size_t dim = wrap_dim(int_of(L, n.args.at(1)), x.rank());
-  int64_t index = int_of(L, n.args.at(2));
-  if (index < 0) index += x.sizes[dim].as_int().value();
-  return {select(x, dim, index)};
+  return {select(x, dim, wrap_index(L.int_arg(n.args.at(2)), x.sizes[dim]))};
 }
 
 std::vector<TensorBox> lower_expand(Lowering& L, const Node& n) {
@@ -149,7 +164,7 @@ void register_views(Registry& r) {
   }
   r["aten.permute.default"] = [](Lowering& L, const Node& n) {
     std::vector<int64_t> perm;
-    for (const Expr& e : L.int_list(n.args.at(1))) perm.push_back(e.as_int().value());
+    for (const Expr& e : L.int_list(n.args.at(1))) perm.push_back(static_value(e, "a permutation"));
     return lower_permute(L, n, perm);
   };
   r["aten.transpose.int"] = [](Lowering& L, const Node& n) {

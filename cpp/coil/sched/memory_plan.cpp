@@ -21,14 +21,18 @@ namespace coil::sched {
 
 namespace {
 
-int64_t storage_bytes(const ir::Layout& l) {
+// The bytes a buffer's storage spans, as the key of the reuse pool: a number, or for dynamic
+// sizes the canonical expression (two buffers share storage only when their sizes are provably
+// equal, i.e. the same expression). Empty for buffers that never reuse (no elements).
+std::string storage_bytes(const ir::Layout& l) {
   Expr extent = 1;
   for (size_t i = 0; i < l.sizes.size(); ++i) extent = extent + (l.sizes[i] - 1) * l.strides[i];
-  auto n = extent.as_int();
   for (const Expr& s : l.sizes) {
-    if (s == Expr(0)) return 0;
+    if (s == Expr(0)) return "";
   }
-  return (n ? *n : -1) * graph::dtype_itemsize(l.dtype);
+  Expr bytes = sym::simplify(extent * graph::dtype_itemsize(l.dtype), sym::RangeEnv{});
+  if (auto n = bytes.as_int()) return *n > 0 ? std::to_string(*n) : "";
+  return bytes.str();
 }
 
 void assign_stages(const ir::Program& prog, Kernel& k) {
@@ -238,7 +242,7 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
   }
 
   // Reuse: walk the steps; buffers freed after step t are available from step t + 1.
-  std::map<std::tuple<std::string, int, int64_t>, std::vector<std::string>> pool;
+  std::map<std::tuple<std::string, int, std::string>, std::vector<std::string>> pool;
   std::map<int, std::vector<std::string>> frees_after;
   for (const auto& [name, plan] : s.buffers) {
     if (plan.stored && plan.free_step >= 0) frees_after[plan.free_step].push_back(name);
@@ -290,9 +294,9 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
           break;
         }
         if (plan.in_place) continue;
-        int64_t bytes = storage_bytes(b.layout);
+        std::string bytes = storage_bytes(b.layout);
         auto it = pool.find({b.layout.device, static_cast<int>(b.layout.dtype), bytes});
-        if (bytes <= 0 || it == pool.end() || it->second.empty()) continue;
+        if (bytes.empty() || it == pool.end() || it->second.empty()) continue;
         plan.reuses = it->second.back();
         it->second.pop_back();
       }

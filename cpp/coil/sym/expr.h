@@ -148,6 +148,23 @@ class RangeEnv {
   std::unordered_map<const Node*, Expr> extents_;
 };
 
+// The size symbols of the graph being compiled (Dynamo's s0, s1, ...: ranges and hints), known to
+// every RangeEnv on this thread while a scope lives: a RangeEnv asked about a symbol it was not
+// told about answers from the current scope. Compiling a graph opens one (compile.cpp), so the
+// many local environments of lowering, scheduling and codegen all know that s0 >= 2 without each
+// being handed the graph. Scopes nest; the innermost wins.
+class SizeSymbolScope {
+ public:
+  explicit SizeSymbolScope(const RangeEnv& symbols);
+  ~SizeSymbolScope();
+  SizeSymbolScope(const SizeSymbolScope&) = delete;
+  SizeSymbolScope& operator=(const SizeSymbolScope&) = delete;
+  static const RangeEnv* current();  // nullptr outside any scope
+
+ private:
+  const RangeEnv* previous_;
+};
+
 // Bounds of an expression given the symbols' ranges (interval arithmetic; conservative).
 Range bounds(const Expr& e, const RangeEnv& env);
 

@@ -234,15 +234,36 @@ void RangeEnv::add_index_var(const Expr& var, const Expr& extent) {
   extents_.insert_or_assign(var.node(), extent);
 }
 
+namespace {
+thread_local const RangeEnv* current_size_symbols = nullptr;
+}  // namespace
+
+SizeSymbolScope::SizeSymbolScope(const RangeEnv& symbols) : previous_(current_size_symbols) {
+  current_size_symbols = &symbols;
+}
+
+SizeSymbolScope::~SizeSymbolScope() {
+  current_size_symbols = previous_;
+}
+
+const RangeEnv* SizeSymbolScope::current() {
+  return current_size_symbols;
+}
+
 Range RangeEnv::range_of_symbol(const Expr& symbol) const {
   auto it = ranges_.find(symbol.node());
-  return it == ranges_.end() ? Range{} : it->second;
+  if (it != ranges_.end()) return it->second;
+  const RangeEnv* sizes = current_size_symbols;
+  if (sizes && sizes != this) return sizes->range_of_symbol(symbol);
+  return Range{};
 }
 
 std::optional<int64_t> RangeEnv::hint_of_symbol(const Expr& symbol) const {
   auto it = hints_.find(symbol.node());
-  if (it == hints_.end()) return std::nullopt;
-  return it->second;
+  if (it != hints_.end()) return it->second;
+  const RangeEnv* sizes = current_size_symbols;
+  if (sizes && sizes != this) return sizes->hint_of_symbol(symbol);
+  return std::nullopt;
 }
 
 std::optional<Expr> RangeEnv::extent_of_symbol(const Expr& symbol) const {

@@ -13,6 +13,7 @@
 
 #include "../test_graphs.h"
 #include "coil/codegen/cpp/prelude.h"
+#include "coil/codegen/wrapper/python_wrapper.h"
 #include "coil/lower/lowering.h"
 
 namespace coil::codegen {
@@ -359,27 +360,39 @@ TEST(CppKernel, GeneratedKernelsCompileWithoutWarnings) {
   if (rc == 0) fs::remove_all(dir);
 }
 
-// BUG: symbolic sizes reach the generated code as undeclared names.
-// Graph: s0 (symint placeholder arg0_1); x f32[s0, 8] (arg1_1); exp(x) -> out.
-// Observed: the kernel loops `for (int64_t x0 = 0; x0 < s0; ++x0)` but never declares s0 (it
-// ignores `ints`: "(void)ints;"), so it does not compile; the wrapper allocates
-// `torch.empty_strided((s0, 8), ...)` without binding s0 (the symint input is unpacked as
-// `_scalar0`) and passes no ints to the kernel (`_lib.kernel(name, 2, 0)`).
-// Expected: every size symbol a kernel uses is read from `ints` (e.g. `const int64_t s0 =
-// ints[0];`), and the wrapper binds s0 (from the symint argument or arg1_1.size(0)) and passes it.
-TEST(CppKernel, BUG_SymbolicSizesAreNeverDeclared) {
-  GTEST_SKIP() << "known bug: dynamic shapes reach codegen as undeclared symbols (see comment)";
+// Dynamic shapes: a size symbol a kernel uses is one of its int arguments, and the wrapper binds
+// it from the SymInt input that carries it.
+// Graph: s0 in [2, inf) (symint placeholder arg0_1); x f32[s0, 8] (arg1_1); exp(x) -> out.
+TEST(CppKernel, SizeSymbolsAreKernelArguments) {
   Expr s0 = Expr::symbol("s0");
   graph::Graph g;
-  g.add_placeholder("arg0_1", {}, "symint");
+  g.add_symbol({"s0", {2, sym::Range::kPosInf}, 5});
+  g.add_placeholder("arg0_1", {}, "symint", s0);
   int x = g.add_placeholder("arg1_1", {contiguous({s0, 8})});
   int e = g.add_call("exp", "aten.exp.default", {Arg::node_ref(x)}, {}, {contiguous({s0, 8})});
   g.set_output({Arg::node_ref(e)});
   Rendered r = render(g);
   ASSERT_EQ(r.kernels.size(), 1u);
   const std::string& code = r.kernels[0].code;
-  ASSERT_TRUE(contains(code, "x0 < s0")) << code;
-  EXPECT_TRUE(contains(code, "s0 = ints[")) << code;
+  EXPECT_TRUE(contains(code, "const int64_t s0 = ints[0];")) << code;
+  EXPECT_EQ(r.kernels[0].size_args, std::vector<std::string>{"s0"});
+  std::string wrapper = render_python_wrapper(r.prog, r.s, r.kernels, "", "t", "cpp");
+  EXPECT_TRUE(contains(wrapper, "    s0 = _scalar0\n")) << wrapper;
+  EXPECT_TRUE(contains(wrapper, "empty_strided_cpu((s0, 8), (8, 1), torch.float32)")) << wrapper;
+  EXPECT_TRUE(contains(wrapper, ".kernel('" + r.kernels[0].name + "', 2, 1)")) << wrapper;
+}
+
+// A symbol no SymInt input carries is bound from a tensor input's size.
+TEST(CppKernel, SizeSymbolsBindFromTensorSizes) {
+  Expr s0 = Expr::symbol("s0");
+  graph::Graph g;
+  g.add_symbol({"s0", {2, sym::Range::kPosInf}, 5});
+  int x = g.add_placeholder("arg0_1", {contiguous({8, s0})});
+  int e = g.add_call("exp", "aten.exp.default", {Arg::node_ref(x)}, {}, {contiguous({8, s0})});
+  g.set_output({Arg::node_ref(e)});
+  Rendered r = render(g);
+  std::string wrapper = render_python_wrapper(r.prog, r.s, r.kernels, "", "t", "cpp");
+  EXPECT_TRUE(contains(wrapper, "    s0 = arg0_1.size(1)\n")) << wrapper;
 }
 
 // ---- indirect indices ----

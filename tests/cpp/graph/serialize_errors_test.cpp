@@ -82,9 +82,31 @@ TEST(SerializeErrors, DocumentShape) {
        "invalid coil graph JSON: missing required field \"nodes\" in the document"},
       {with("\"version\": 1,", "\"version\": 1, \"extra\": 0,"),
        "invalid coil graph JSON: unknown field \"extra\" in the document; expected \"format\", "
-       "\"version\", \"nodes\""},
+       "\"version\", \"nodes\", \"symbols\""},
       {R"({"format": "coil.graph", "version": 1, "nodes": {}})",
        "invalid coil graph JSON: \"nodes\" must be a JSON array, found object"},
+  });
+}
+
+TEST(SerializeErrors, SizeSymbols) {
+  const std::string s0 = "\"version\": 1, \"symbols\": [{\"name\": \"s0\", \"lo\": 2, \"hint\": 8}";
+  expect_errors({
+      {with("\"version\": 1,", s0 + ", {\"name\": \"s0\", \"hint\": 3}],"),
+       "invalid coil graph JSON at symbols[1]: size symbol 's0' is declared twice"},
+      {with("\"version\": 1,",
+            "\"version\": 1, \"symbols\": [{\"name\": \"s0\", \"lo\": 2, "
+            "\"hint\": 1}],"),
+       "invalid coil graph JSON at symbols[0]: size symbol 's0' has hint 1 outside its range"},
+      {with("\"version\": 1,", "\"version\": 1, \"symbols\": [{\"name\": \"s0\", \"lo\": 2}],"),
+       "invalid coil graph JSON at symbols[0]: missing required field \"hint\" in a size symbol"},
+      {with("\"version\": 1,",
+            "\"version\": 1, \"symbols\": [{\"name\": \"s0\", \"hint\": 2, "
+            "\"step\": 1}],"),
+       "invalid coil graph JSON at symbols[0]: unknown field \"step\" in a size symbol; expected "
+       "\"name\", \"lo\", \"hi\", \"hint\""},
+      {with("\"stack_trace\"", "\"value\": 3, \"stack_trace\""),
+       "invalid coil graph JSON at nodes[2] ('add').value: only a \"symint\" placeholder has a "
+       "\"value\""},
   });
 }
 
@@ -102,7 +124,7 @@ TEST(SerializeErrors, Nodes) {
       {with("\"stack_trace\"", "\"stack_trce\""),
        "invalid coil graph JSON at nodes[2] ('add'): unknown field \"stack_trce\" in a node; "
        "expected \"name\", \"kind\", \"target\", \"args\", \"kwargs\", \"meta\", \"scalar_type\", "
-       "\"stack_trace\""},
+       "\"stack_trace\", \"value\""},
       {with("\"target\": \"aten.add.Tensor\",", ""),
        "invalid coil graph JSON at nodes[2] ('add'): missing required field \"target\" in a node"},
       {with("\"target\": \"aten.add.Tensor\"", "\"target\": \"\""),

@@ -226,7 +226,11 @@ class Emitter {
     std::ostringstream code;
     code << header_comment(name);
     code << "extern \"C\" void " << name << "(void* const* ptrs, const int64_t* ints) {\n";
-    code << "  (void)ints;\n";
+    src.size_args = size_args_used(prog_, body.str());
+    if (src.size_args.empty()) code << "  (void)ints;\n";
+    for (size_t i = 0; i < src.size_args.size(); ++i) {
+      code << "  const int64_t " << src.size_args[i] << " = ints[" << i << "];  // size\n";
+    }
     for (size_t i = 0; i < args_.size(); ++i) {
       if (args_[i].buffer == kIndexErrorArg) {
         code << "  int64_t* " << kIndexErrorArg << " = static_cast<int64_t*>(ptrs[" << i

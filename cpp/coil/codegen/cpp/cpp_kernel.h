@@ -47,6 +47,8 @@ struct KernelSource {
   std::string name;
   std::string code;  // the function (header comment included), without the prelude
   std::vector<KernelArg> args;
+  // Size symbols the kernel reads, passed after the pointers (C++: ints[i]; Triton: arguments).
+  std::vector<std::string> size_args;
   std::vector<std::string> origins;  // graph nodes, sorted
   KernelLaunch launch;
   // C++ kernels: calls ATen's scalar special functions, so the kernel file needs prelude.h's

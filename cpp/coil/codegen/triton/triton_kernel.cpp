@@ -106,22 +106,30 @@ class Emitter {
     code << "@triton.jit\n";
     code << "def " << name << "(";
     for (const KernelArg& a : args_) code << ptr_.at(a.buffer) << ", ";
+    // Size symbols the body reads (dynamic shapes), after the pointers.
+    std::string pro = prologue();
+    size_args_ = size_args_used(prog_, body.str() + pro);
+    for (const std::string& s : size_args_) code << s << ", ";
     if (plan_.tiled) {
       code << "ynumel, xnumel, YBLOCK: tl.constexpr, XBLOCK: tl.constexpr):\n";
     } else {
       code << "xnumel, ";
-      // rnumel is a compile-time constant: the r loop's bounds are known to the compiler (and the
-      // interpreter's range() needs a Python int).
-      if (reduction_) code << "rnumel: tl.constexpr, ";
+      // A static rnumel is a compile-time constant: the r loop's bounds are known to the
+      // compiler. A symbolic one is an argument like xnumel, so one build serves every length
+      // (under the interpreter, which builds nothing, it stays constexpr: its range() needs a
+      // Python int).
+      bool constant_r = plan_.launch.rnumel.is_int() || interpreted_;
+      if (reduction_) code << (constant_r ? "rnumel: tl.constexpr, " : "rnumel, ");
       code << "XBLOCK: tl.constexpr" << (reduction_ ? ", RBLOCK: tl.constexpr" : "") << "):\n";
     }
-    code << prologue();
+    code << pro;
     code << body.str();
 
     KernelSource src;
     src.name = name;
     src.code = code.str();
     src.args = args_;
+    src.size_args = size_args_;
     src.launch = plan_.launch;
     std::set<std::string> origins;
     for (const sched::Member& m : k_.members) {
@@ -177,15 +185,28 @@ class Emitter {
     return out;
   }
 
+  bool is_size_symbol(const Expr& v) const {
+    for (const graph::SizeSymbol& s : prog_.size_symbols) {
+      if (s.name == v.name()) return true;
+    }
+    return false;
+  }
+
   bool needs_int64() {
     int64_t xmax = 0, rmax = 0;
     for (const LaunchConfig& c : plan_.launch.configs) {
       xmax = std::max(xmax, c.xblock);
       rmax = std::max({rmax, c.rblock, c.yblock});
     }
-    if (*plan_.launch.xnumel.as_int() + xmax >= kInt32Limit) return true;
-    if (*plan_.launch.rnumel.as_int() + rmax >= kInt32Limit) return true;
-    if (*plan_.launch.ynumel.as_int() + rmax >= kInt32Limit) return true;
+    // Symbolic sizes: their upper bounds (unbounded symbols give int64 arithmetic, correct for
+    // every size the symbols may take).
+    auto reaches = [&](const Expr& n, int64_t block) {
+      sym::Range r = sym::bounds(n, env_);
+      return r.hi == sym::Range::kPosInf || r.hi + block >= kInt32Limit;
+    };
+    if (reaches(plan_.launch.xnumel, xmax)) return true;
+    if (reaches(plan_.launch.rnumel, rmax)) return true;
+    if (reaches(plan_.launch.ynumel, rmax)) return true;
     for (const Expr& e : all_indices()) {
       // An indirect index lies in [0, size) where it is used (coil_index checks it).
       for (const Expr& s : ir::indirect_symbols(e)) env_.add_index_var(s, ir::indirect_of(s)->size);
@@ -245,6 +266,7 @@ class Emitter {
     s = merge_contiguous(s, cols_.vars, cols_.sizes, cols_.flat);
     for (const Expr& v : sym::free_symbols(s)) {
       if (checked_dims_.count(v.name())) continue;
+      if (is_size_symbol(v)) continue;  // a kernel argument (size_args_)
       if (v.name()[0] != rows_.prefix[0] && v.name()[0] != cols_.prefix[0]) {
         throw std::runtime_error("triton codegen: symbolic size " + v.name() +
                                  " is not supported yet");
@@ -855,6 +877,7 @@ class Emitter {
   std::unordered_map<const ir::ScalarNode*, int> dims_;
   std::unordered_set<const ir::ScalarNode*> exact_divs_;  // see mark_exact_divisions
   std::map<std::string, int> checked_dims_;  // checked indirect index temporary -> its dims
+  std::vector<std::string> size_args_;       // size symbols the kernel takes (dynamic shapes)
   std::vector<PendingResult> pending_results_;
 };
 
@@ -862,7 +885,6 @@ class Emitter {
 
 std::string triton_kernel_prefix(const sched::Kernel& k) {
   if (!is_reduction_kernel(k)) return "triton_poi";
-  if (!product(k.xsizes).as_int() || !product(k.rsizes).as_int()) return "triton_red";
   return plan_launch(k).persistent ? "triton_per" : "triton_red";
 }
 

@@ -108,12 +108,29 @@ bool wants_tiles(const sched::Kernel& k) {
 
 }  // namespace
 
+int64_t size_hint_of(const Expr& e) {
+  if (auto v = e.as_int()) return *v;
+  // The graph's size symbols carry hints (SizeSymbolScope): the sizes the graph was traced with.
+  return std::max<int64_t>(sym::size_hint(e, sym::RangeEnv{}), 0);
+}
+
 LaunchPlan plan_launch(const sched::Kernel& k) {
   LaunchPlan p;
-  int64_t xnumel = static_size(product(k.xsizes), "xnumel");
-  int64_t rnumel = static_size(product(k.rsizes), "rnumel");
-  p.launch.xnumel = xnumel;
-  p.launch.rnumel = rnumel;
+  // Dynamic sizes: every choice below is made for the hint (the traced size), and each stays
+  // correct for every other value: masks are on wherever a size is symbolic, and a persistent
+  // reduction (RBLOCK must cover the row) needs a static rnumel.
+  Expr xnumel_e = product(k.xsizes), rnumel_e = product(k.rsizes);
+  bool xdyn = !xnumel_e.is_int(), rdyn = !rnumel_e.is_int();
+  int64_t xnumel = size_hint_of(xnumel_e);
+  int64_t rnumel = size_hint_of(rnumel_e);
+  p.launch.xnumel = xnumel_e;
+  p.launch.rnumel = rnumel_e;
+  p.dynamic = xdyn || rdyn;
+  if (p.dynamic) {
+    p.decisions.push_back("dynamic sizes: xnumel=" + xnumel_e.str() + ", rnumel=" + rnumel_e.str() +
+                          "; configs chosen for the hint (" + std::to_string(xnumel) + ", " +
+                          std::to_string(rnumel) + "), masks on for the symbolic ones");
+  }
   int64_t xcap = next_pow2(std::max<int64_t>(xnumel, 1));
   auto& cs = p.launch.configs;
   if (wants_tiles(k)) {
@@ -121,10 +138,12 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     // and store its own coalesced layout and moves values between them through shared memory.
     p.launch.kind = "tiled";
     p.tiled = true;
-    int64_t cols = static_size(k.xsizes.back(), "xnumel");
-    int64_t rows = xnumel / std::max<int64_t>(cols, 1);
-    p.launch.xnumel = cols;
-    p.launch.ynumel = rows;
+    Expr cols_e = k.xsizes.back();
+    Expr rows_e = product(std::vector<Expr>(k.xsizes.begin(), k.xsizes.end() - 1));
+    int64_t cols = size_hint_of(cols_e);
+    int64_t rows = size_hint_of(rows_e);
+    p.launch.xnumel = cols_e;
+    p.launch.ynumel = rows_e;
     int64_t ccap = next_pow2(std::max<int64_t>(cols, 1)),
             rcap = next_pow2(std::max<int64_t>(rows, 1));
     const LaunchConfig candidates[] = {{64, 0, 4, 64}, {128, 0, 4, 32}, {32, 0, 4, 128}};
@@ -135,8 +154,8 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     }
     keep_first_if_small(p, xnumel);
     for (const LaunchConfig& c : cs) {
-      p.xmask |= cols % c.xblock != 0;
-      p.ymask |= rows % c.yblock != 0;
+      p.xmask |= !cols_e.is_int() || cols % c.xblock != 0;
+      p.ymask |= !rows_e.is_int() || rows % c.yblock != 0;
     }
     p.decisions.push_back(
         "pointwise in 2-D tiles [YBLOCK, XBLOCK]: rows are the loops before the "
@@ -160,7 +179,7 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     }
     p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
                           std::to_string(xnumel) + "), configs " + configs_text(cs));
-  } else if (rnumel <= kPersistentMaxRnumel &&
+  } else if (!rdyn && rnumel <= kPersistentMaxRnumel &&
              (!column ||
               next_pow2(std::max<int64_t>(rnumel, 1)) * std::min(kMinColumnXBlock, xcap) <=
                   kPersistentMaxBlockElements)) {
@@ -179,7 +198,7 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
                           " <= " + std::to_string(kPersistentMaxRnumel) +
                           "): each row lives in one block, RBLOCK=" + std::to_string(rb) +
                           "; stages reuse the row in registers; configs " + configs_text(cs));
-  } else if (rnumel <= kPersistentLongRnumel && !column) {
+  } else if (!rdyn && rnumel <= kPersistentLongRnumel && !column) {
     p.launch.kind = "persistent_reduction";
     p.persistent = true;
     int64_t rb = next_pow2(rnumel);
@@ -199,7 +218,14 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     // neighbouring x points read neighbouring addresses, but not so wide that too few programs
     // remain to fill the GPU.
     std::vector<LaunchConfig> candidates;
-    if (column) {
+    int64_t rcap = next_pow2(std::max<int64_t>(rnumel, 16));
+    if (rdyn && !column && rnumel <= kPersistentMaxRnumel) {
+      // Short rows of a symbolic length (attention over a varying sequence): blocks as wide as
+      // the hint's row, several rows per program.
+      candidates = {{std::max<int64_t>(1, kPersistentMaxBlockElements / 4 / rcap), rcap, 4},
+                    {1, rcap, 4},
+                    {std::max<int64_t>(1, kPersistentMaxBlockElements / rcap), rcap, 8}};
+    } else if (column) {
       candidates = {{32, 128, 8}, {64, 64, 8}, {16, 256, 8}, {128, 32, 8}};
     } else {
       candidates = {{1, 2048, 8}, {1, 4096, 16}, {2, 1024, 8}};
@@ -209,17 +235,19 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
       add_config(cs, c);
     }
     p.decisions.push_back(
-        "reduction strategy: looped (rnumel=" + std::to_string(rnumel) + ", " +
+        "reduction strategy: looped (rnumel=" + rnumel_e.str() +
+        (rdyn ? " is symbolic: a loop serves every row length" : "") + ", " +
         (column ? "columns: reads contiguous along x" : "rows") +
         "): block accumulators [XBLOCK, RBLOCK], one loop over r per stage; configs " +
         configs_text(cs));
   }
   keep_first_if_small(p, xnumel * std::max<int64_t>(rnumel, 1));
   for (const LaunchConfig& c : cs) {
-    p.xmask |= xnumel % c.xblock != 0;
-    if (c.rblock) p.rmask |= rnumel % c.rblock != 0;
+    p.xmask |= xdyn || xnumel % c.xblock != 0;
+    if (c.rblock) p.rmask |= rdyn || rnumel % c.rblock != 0;
   }
-  p.rmask |= p.launch.kind != "pointwise" && rnumel == 0;  // an empty row: every lane is masked
+  // An empty row: every lane is masked (a symbolic row may be empty too).
+  p.rmask |= p.launch.kind != "pointwise" && (rnumel == 0 || rdyn);
   return p;
 }
 

@@ -17,15 +17,19 @@ namespace coil::codegen {
 struct LaunchPlan {
   KernelLaunch launch;
   bool persistent = false;
-  bool tiled = false;  // a pointwise kernel in 2-D tiles [YBLOCK, XBLOCK]
-  bool xmask = false;  // some config's XBLOCK does not divide xnumel
-  bool rmask = false;  // likewise for RBLOCK and rnumel
-  bool ymask = false;  // likewise for YBLOCK and ynumel
+  bool tiled = false;    // a pointwise kernel in 2-D tiles [YBLOCK, XBLOCK]
+  bool xmask = false;    // some config's XBLOCK does not divide xnumel
+  bool rmask = false;    // likewise for RBLOCK and rnumel
+  bool ymask = false;    // likewise for YBLOCK and ynumel
+  bool dynamic = false;  // some size is symbolic (configs chosen for the hint)
   std::vector<std::string> decisions;
 };
 
-// Throws for symbolic sizes (dynamic shapes are not supported by the Triton renderer yet).
+// Symbolic sizes are planned for their hints (see the graph's size symbols), with masks and loops
+// that keep every other value correct.
 LaunchPlan plan_launch(const sched::Kernel& k);
+// The value of a size for heuristics: itself when static, else its hint.
+int64_t size_hint_of(const sym::Expr& e);
 
 int64_t next_pow2(int64_t n);
 int64_t static_size(const sym::Expr& e, const char* what);

@@ -46,6 +46,12 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
+// A size's value for ahead-of-time work (its hint when symbolic: the size it was traced with).
+int64_t size_hint(const sym::Expr& e) {
+  if (auto v = e.as_int()) return *v;
+  return sym::size_hint(e, sym::RangeEnv{});
+}
+
 // How a buffer is named in the wrapper: inputs keep their graph names.
 std::string view_text(const ir::Program& prog, const ir::TensorRef& ref) {
   const ir::Buffer& b = prog.buffer(ref.buffer);
@@ -135,12 +141,21 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
       graph::DType d = buf == kIndexErrorArg ? graph::DType::Int64 : prog.buffer(buf).layout.dtype;
       out << (i ? ", " : "") << dtype_text(d);
     }
+    // Sizes to compile the candidates for before the first call: the hints of symbolic ones.
+    auto hint = [](const sym::Expr& e) { return std::to_string(size_hint(e)); };
     out << "], sizes={";
-    if (k.launch.kind == "tiled") out << "'ynumel': " << sym::to_python(k.launch.ynumel) << ", ";
-    out << "'xnumel': " << sym::to_python(k.launch.xnumel);
+    if (k.launch.kind == "tiled") out << "'ynumel': " << hint(k.launch.ynumel) << ", ";
+    out << "'xnumel': " << hint(k.launch.xnumel);
     if (k.launch.kind != "pointwise" && k.launch.kind != "tiled")
-      out << ", 'rnumel': " << sym::to_python(k.launch.rnumel);
-    out << "})\n";
+      out << ", 'rnumel': " << hint(k.launch.rnumel);
+    out << "}";
+    if (!k.size_args.empty()) {
+      out << ", size_hints=[";
+      for (size_t i = 0; i < k.size_args.size(); ++i)
+        out << (i ? ", " : "") << hint(sym::Expr::symbol(k.size_args[i]));
+      out << "]";
+    }
+    out << ")\n";
   }
   out << same_code_aliases(kernels);
   out << "\n# Every candidate config of every kernel, compiled in parallel before the first "
@@ -157,6 +172,36 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
 }
 
 }  // namespace
+
+std::string bind_size_symbols(const ir::Program& prog) {
+  std::string out;
+  for (const graph::SizeSymbol& s : prog.size_symbols) {
+    sym::Expr e = sym::Expr::symbol(s.name);
+    std::string source;
+    // A SymInt input that is the symbol itself; else a tensor input's size or stride.
+    for (size_t i = 0; i < prog.inputs.size() && source.empty(); ++i) {
+      if (prog.input_symints[i] && *prog.input_symints[i] == e)
+        source = "_scalar" + std::to_string(i);
+    }
+    for (const char* what : {"size", "stride"}) {
+      for (size_t i = 0; i < prog.inputs.size() && source.empty(); ++i) {
+        if (prog.inputs[i].empty()) continue;
+        const ir::Layout& l = prog.buffer(prog.inputs[i]).layout;
+        const std::vector<sym::Expr>& v = std::string(what) == "size" ? l.sizes : l.strides;
+        for (size_t d = 0; d < v.size() && source.empty(); ++d) {
+          if (v[d] == e) source = prog.inputs[i] + "." + what + "(" + std::to_string(d) + ")";
+        }
+      }
+    }
+    if (source.empty()) {
+      throw std::runtime_error("size symbol " + s.name +
+                               " is neither a SymInt input nor a size or stride of a tensor input: "
+                               "the wrapper cannot bind it");
+    }
+    out += "    " + s.name + " = " + source + "\n";
+  }
+  return out;
+}
 
 std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text,
                        const std::vector<std::string>& scalar_text) {
@@ -231,7 +276,8 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
         << ")\n";
     for (const KernelSource& k : kernels) {
       if (!k.same_code_as.empty()) continue;
-      out << k.name << " = _lib.kernel(" << quote(k.name) << ", " << k.args.size() << ", 0)\n";
+      out << k.name << " = _lib.kernel(" << quote(k.name) << ", " << k.args.size() << ", "
+          << k.size_args.size() << ")\n";
     }
     out << same_code_aliases(kernels) << "\n";
   }
@@ -258,6 +304,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   }
   if (!prog.inputs.empty()) out << "    " << names << "= args\n";
   out << "    args.clear()\n";
+  out << bind_size_symbols(prog);
   if (triton) {
     // A GPU graph may take CPU scalars (0-d tensors) as inputs; kernels can only read device
     // memory, so those are copied over first.
@@ -333,6 +380,13 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
       }
       out << "    " << k.name << (triton ? ".run(" : "(");
       for (size_t i = 0; i < k.args.size(); ++i) out << (i ? ", " : "") << k.args[i].buffer;
+      if (!triton) {
+        for (const std::string& s : k.size_args) out << ", " << s;
+      } else if (!k.size_args.empty()) {
+        out << ", size_args=(";
+        for (const std::string& s : k.size_args) out << s << ", ";
+        out << ")";
+      }
       if (triton) {
         if (k.launch.kind == "tiled") out << ", ynumel=" << sym::to_python(k.launch.ynumel);
         out << ", xnumel=" << sym::to_python(k.launch.xnumel);
@@ -396,10 +450,15 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   out << ")\n\n";
 
   // A runnable benchmark with random inputs of the graph's shapes.
-  out << "\ndef make_inputs():\n    inputs = []\n";
-  for (const std::string& name : prog.inputs) {
+  out << "\ndef make_inputs():\n";
+  for (const graph::SizeSymbol& s : prog.size_symbols)
+    out << "    " << s.name << " = " << s.hint << "  # the size it was traced with\n";
+  out << "    inputs = []\n";
+  for (size_t i = 0; i < prog.inputs.size(); ++i) {
+    const std::string& name = prog.inputs[i];
     if (name.empty()) {
-      out << "    inputs.append(1)\n";
+      const auto& v = prog.input_symints[i];
+      out << "    inputs.append(" << (v ? sym::to_python(*v) : "1") << ")\n";
       continue;
     }
     const ir::Layout& l = prog.buffer(name).layout;

@@ -25,6 +25,10 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
 
 // A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`, and Python
 // numbers computed at run time (negative node indices, see ir::ExternCall) via `scalar_text`.
+// The lines that bind each size symbol at call time (`s0 = arg0_1.size(1)`), from a SymInt input
+// that is the symbol or a tensor input's size or stride. Throws when a symbol has no such source.
+std::string bind_size_symbols(const ir::Program& prog);
+
 std::string python_arg(const graph::Arg& a, const std::vector<std::string>& tensor_text,
                        const std::vector<std::string>& scalar_text = {});
 
