@@ -9,6 +9,7 @@ floor_divide) only take "exact" operands: values that eager and coil must comput
 
     python -m coil.fuzz --seconds 60            # run for a minute, new seeds each time
     python -m coil.fuzz --seed 1234 --count 1   # replay one program
+    python -m coil.fuzz --dynamic --seconds 60  # symbolic sizes, each program at two sizes
 
 Library ops and memory formats are drawn because layouts meet there: an extern op's result
 layout follows its inputs' (a convolution of a channels-last tensor is channels-last), so a
@@ -529,15 +530,60 @@ class Result:
     folder: str | None = None
 
 
-def check_seed(seed: int, out_dir: str | None = None) -> Result:
-    """Compiles and runs one program; compares with eager."""
+def _grown(inputs: list, seed: int) -> list:
+    """The program's inputs at another size: every dim of 2 or more grown by 3 (sizes 0 and 1
+    stay: Dynamo specializes them), same dtypes, fresh values."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for t in inputs:
+        shape = tuple(n + 3 if n >= 2 else n for n in t.shape)
+        if t.dtype.is_floating_point:
+            out.append(torch.randn(shape, generator=gen).to(t.dtype))
+        elif t.dtype == torch.bool:
+            out.append(torch.randint(0, 2, shape, generator=gen).bool())
+        else:
+            out.append(torch.randint(0, 8, shape, generator=gen).to(t.dtype))
+    return out
+
+
+def _compare(actual, expected, dtypes: set, fake: list | None) -> None:
+    for a, e in zip(actual, expected):
+        if a.dtype != e.dtype or a.shape != e.shape:
+            raise AssertionError(
+                f"dtype/shape {a.dtype}{tuple(a.shape)} vs eager {e.dtype}{tuple(e.shape)}"
+            )
+        torch.testing.assert_close(a, e, equal_nan=True, **_tolerances(e, dtypes))
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        # The graph coil receives says what layout each output has (fake tensors' strides);
+        # where PyTorch's meta functions disagree with its kernels (a broadcast bool operand
+        # with size-1 dims, seed 7266: Inductor returns the meta's layout too), either is
+        # accepted; any other layout is a coil bug.
+        if e.numel() == 0 or _same_strides(a, e.stride()):
+            continue
+        if fake is None or not _same_strides(a, fake[k]):
+            raise AssertionError(
+                f"output {k}: strides {a.stride()} vs eager {e.stride()} "
+                f"(fake tensors: {fake[k] if fake else '?'}; shape {tuple(e.shape)})"
+            )
+
+
+def _eager(program: Program, inputs: list):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # var() with too few elements: eager warns, so would coil
+        return run_program(program, [t.clone() for t in inputs])
+
+
+def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False) -> Result:
+    """Compiles and runs one program; compares with eager. With `dynamic`, the program is
+    compiled with symbolic sizes (dynamic=True) and also run at a second size where eager can
+    run it (a program whose reshapes or slices fit one size only is checked at that size)."""
     import coil
 
     program, inputs = generate(seed)
+    expected = _eager(program, inputs)
+    vals = [t.clone() for t in inputs]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # var() with too few elements: eager warns, so would coil
-        expected = run_program(program, [t.clone() for t in inputs])
-        vals = [t.clone() for t in inputs]
+        warnings.simplefilter("ignore")
         for step in program.steps:
             vals.append(_apply(step, vals))
     dtypes = {v.dtype for v in vals}
@@ -551,24 +597,22 @@ def check_seed(seed: int, out_dir: str | None = None) -> Result:
     try:
         with coil.config.patch(debug_dir=folder), warnings.catch_warnings():
             warnings.simplefilter("error", coil.CoilWarning)
-            actual = torch.compile(fn, backend="coil", dynamic=False)(*[t.clone() for t in inputs])
-        for a, e in zip(actual, expected):
-            if a.dtype != e.dtype or a.shape != e.shape:
-                raise AssertionError(
-                    f"dtype/shape {a.dtype}{tuple(a.shape)} vs eager {e.dtype}{tuple(e.shape)}"
-                )
-            torch.testing.assert_close(a, e, equal_nan=True, **_tolerances(e, dtypes))
-        fake = _fake_strides(program, inputs)
-        for k, (a, e) in enumerate(zip(actual, expected)):
-            # The graph coil receives says what layout each output has (fake tensors' strides);
-            # where PyTorch's meta functions disagree with its kernels (a broadcast bool operand
-            # with size-1 dims, seed 7266: Inductor returns the meta's layout too), either is
-            # accepted; any other layout is a coil bug.
-            if e.numel() > 0 and not _same_strides(a, e.stride()) and not _same_strides(a, fake[k]):
-                raise AssertionError(
-                    f"output {k}: strides {a.stride()} vs eager {e.stride()} "
-                    f"(fake tensors: {fake[k]}; shape {tuple(e.shape)})"
-                )
+            compiled = torch.compile(fn, backend="coil", dynamic=dynamic)
+            actual = compiled(*[t.clone() for t in inputs])
+            _compare(actual, expected, dtypes, _fake_strides(program, inputs))
+            if dynamic:
+                grown = _grown(inputs, seed)
+                try:
+                    expected2 = _eager(program, grown)
+                except Exception:  # noqa: BLE001 - the program fits its first size only
+                    expected2 = None
+                if expected2 is not None:
+                    actual2 = compiled(*[t.clone() for t in grown])
+                    try:
+                        fake2 = _fake_strides(program, grown)
+                    except Exception:  # noqa: BLE001
+                        fake2 = None
+                    _compare(actual2, expected2, dtypes, fake2)
     except Exception as e:  # noqa: BLE001 - every failure is reported with its seed
         msg = f"{type(e).__name__}: {e}\n{program.describe()}"
         if not isinstance(e, AssertionError):
@@ -593,6 +637,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", default="coil_fuzz_failures", help="where failing graphs are saved"
     )
+    parser.add_argument(
+        "--dynamic", action="store_true",
+        help="compile with symbolic sizes and also run each program at a second size",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
@@ -603,7 +651,7 @@ def main(argv=None) -> int:
             break
         if args.count is None and time.time() - start > args.seconds:
             break
-        r = check_seed(seed, args.out)
+        r = check_seed(seed, args.out, dynamic=args.dynamic)
         ran += 1
         if not r.ok:
             failed += 1

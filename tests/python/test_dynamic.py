@@ -302,3 +302,18 @@ def test_a_symbolic_slice_start_falls_back_per_op_not_per_graph():
         x = torch.randn(n, 8)
         torch.testing.assert_close(compiled(x, k), fn(x, k))
     assert not any(r.eager_fallback for r in _records())
+
+
+def test_symbolic_numbers_are_read_as_numbers():
+    # Dynamo makes Python ints dynamic too: var's correction arrived as a SymInt and was read as 0
+    # (fuzzer seed 5125, var divided by N instead of N - 1). Numbers are read through checked
+    # accessors: a SymInt stays symbolic (the kernel reads it) or the op falls back.
+    def fn(x, c):
+        return x.var(0, correction=c) * 2
+
+    _reset()
+    compiled = torch.compile(fn, backend="coil", dynamic=True)
+    for n, c in ((4, 1), (9, 2), (7, 3)):
+        x = torch.randn(n, 3, dtype=torch.float64)
+        torch.testing.assert_close(compiled(x, c), fn(x, c))
+    assert not any(r.eager_fallback for r in _records())

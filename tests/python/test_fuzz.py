@@ -34,6 +34,25 @@ def test_random_programs_match_eager(block, tmp_path):
     assert not failures, "\n\n".join(failures)
 
 
+DYNAMIC_FIRST_SEED = 5000
+DYNAMIC_COUNT = 40
+
+
+def test_random_programs_match_eager_with_dynamic_sizes(tmp_path):
+    # The same generator, compiled with symbolic sizes and run at the traced size and at a second
+    # one (python -m coil.fuzz --dynamic). Found: var's correction read as 0 when Dynamo made it
+    # a SymInt (seed 5125).
+    requires_coil()
+    from coil.fuzz import check_seed
+
+    failures = []
+    for seed in range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT):
+        result = check_seed(seed, str(tmp_path), dynamic=True)
+        if not result.ok:
+            failures.append(f"seed {seed} (graph in {result.folder}):\n{result.message}")
+    assert not failures, "\n\n".join(failures)
+
+
 # Regressions found by the fuzzer. Each compiles a small program and requires that coil built it
 # (no eager fallback) and matches eager.
 

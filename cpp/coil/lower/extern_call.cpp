@@ -92,10 +92,14 @@ bool result_always_contiguous(const std::string& op) {
   return kOps.count(op) > 0;
 }
 
-bool all_static_strides(const std::vector<graph::TensorMeta>& metas) {
+// Whether the wrapper can compute every stride of the results: numbers, or expressions of the
+// graph's backed size symbols (bound at call time). Data-dependent sizes are not checked.
+bool strides_known_at_call(const graph::Graph& g, const std::vector<graph::TensorMeta>& metas) {
   for (const graph::TensorMeta& m : metas) {
     for (const Expr& s : m.strides) {
-      if (!s.as_int()) return false;
+      for (const Expr& v : sym::free_symbols(s)) {
+        if (!g.symbol(v.name())) return false;
+      }
     }
   }
   return true;
@@ -132,7 +136,8 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.returns_tuple = n.meta.size() != 1;
   // The check needs the strides as numbers in the wrapper: static ones. (Sizes that depend on
   // data have no variable in the wrapper; their results keep the op's own layout unchecked.)
-  call.check_output_strides = !result_always_contiguous(n.target) && all_static_strides(n.meta);
+  call.check_output_strides =
+      !result_always_contiguous(n.target) && strides_known_at_call(g_, n.meta);
   int extern_id = static_cast<int>(prog_.externs.size());
   std::vector<TensorBox> out;
   for (const graph::TensorMeta& m : n.meta) {

@@ -242,6 +242,21 @@ Value Lowering::scalar(const graph::Arg& a, DType d) const {
   }
 }
 
+double static_number(const graph::Arg& a, const char* what) {
+  switch (a.kind) {
+    case graph::Arg::Kind::Float:
+      return a.f;
+    case graph::Arg::Kind::Int:
+      return static_cast<double>(a.i);
+    case graph::Arg::Kind::Bool:
+      return a.b ? 1.0 : 0.0;
+    case graph::Arg::Kind::Sym:
+      return static_cast<double>(static_value(a.sym, what));
+    default:
+      throw std::logic_error(std::string(what) + " is not a number");
+  }
+}
+
 int64_t static_value(const Expr& e, const char* what) {
   if (auto v = e.as_int()) return *v;
   throw NeedsStaticValue(std::string(what) + " is symbolic (" + e.str() + ")");
@@ -420,7 +435,7 @@ void Lowering::lower_node(const graph::Node& n) {
 
   if (n.target == "getitem") {
     const graph::Arg& src = n.args.at(0);
-    int64_t i = n.args.at(1).i;
+    int64_t i = static_value(int_arg(n.args.at(1)), "getitem's index");
     const auto& boxes = values_.at(src.node);
     if (i < 0 || i >= static_cast<int64_t>(boxes.size())) {
       throw std::logic_error("getitem %" + n.name + ": index out of range");

@@ -47,6 +47,11 @@ class NeedsStaticValue : public std::runtime_error {
 
 // e's integer value; NeedsStaticValue naming `what` when e is symbolic.
 int64_t static_value(const sym::Expr& e, const char* what);
+// A number argument (float, int, bool, or a symbolic int with a static value) as a double;
+// NeedsStaticValue for a symbolic one. Lowerings read numbers through this (or Lowering::scalar,
+// which keeps a symbolic int symbolic), never through Arg::i or Arg::f directly: a SymInt
+// argument has neither.
+double static_number(const graph::Arg& a, const char* what);
 
 struct TensorBox {
   DType dtype = DType::Float32;

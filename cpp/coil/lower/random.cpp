@@ -126,8 +126,7 @@ void register_random(Registry& r) {
   r["aten.native_dropout.default"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
     const TensorBox& x = L.box_of(n, 0);
     const Arg* train = L.arg(n, 2, "train");
-    double p = n.args.at(1).kind == Arg::Kind::Float ? n.args.at(1).f
-                                                     : static_cast<double>(n.args.at(1).i);
+    double p = static_number(n.args.at(1), "dropout's p");
     const graph::TensorMeta& om = L.meta(n, 0);
     const graph::TensorMeta& mm = L.meta(n, 1);
     std::vector<Expr> idx = ir::index_vars(x.rank());

@@ -204,7 +204,8 @@ std::vector<TensorBox> lower_arg(Lowering& L, const Node& n, ReductionType type,
 
 // Two-pass variance: mean, then the mean of squared deviations, divided by max(0, N - correction).
 std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const TensorBox& x,
-                                             const Arg* dim_arg, double correction, bool keepdim) {
+                                             const Arg* dim_arg, const Arg& correction,
+                                             bool keepdim) {
   ReduceSpec spec{reduce_dims(L, dim_arg, x.rank()), true};
   DType acc = opmath(x.dtype);
   Expr count = 1;
@@ -219,8 +220,10 @@ std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const T
         return ir::mul(dev, dev);
       });
   TensorBox var = sq;
-  Value denom = ir::binary(Op::Maximum, ir::sub(count_v, ir::constant(correction, acc)),
-                           ir::constant(0.0, acc));
+  // The correction may be a symbolic int (Dynamo makes Python ints dynamic too): the kernel
+  // reads it like a size.
+  Value denom =
+      ir::binary(Op::Maximum, ir::sub(count_v, L.scalar(correction, acc)), ir::constant(0.0, acc));
   var.body = ir::div(sq.body, denom);
   if (!keepdim) {
     // Drop the size-1 reduced dims again.
@@ -244,10 +247,10 @@ std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const T
   return {var, mean};
 }
 
-double correction_arg(const Lowering& L, const Node& n) {
+Arg correction_arg(const Lowering& L, const Node& n) {
   const Arg* c = L.arg(n, 2, "correction");
-  if (!c || c->is_none()) return 1.0;
-  return c->kind == Arg::Kind::Float ? c->f : static_cast<double>(c->i);
+  if (!c || c->is_none()) return Arg::integer(1);
+  return *c;
 }
 
 std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
@@ -281,7 +284,7 @@ std::vector<TensorBox> lower_layer_norm(Lowering& L, const Node& n) {
   for (size_t d = x.rank() - k; d < x.rank(); ++d)
     dims.push_back(Arg::integer(static_cast<int64_t>(d)));
   Arg dim_arg = Arg::list_of(dims);
-  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, 0.0, /*keepdim=*/true);
+  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, Arg::integer(0), /*keepdim=*/true);
   DType acc = opmath(x.dtype);
   const Arg* eps_arg = L.arg(n, 4, "eps");
   Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
@@ -353,7 +356,7 @@ std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
 // non-zeros, any other p (sum(|x|^p))^(1/p).
 double ord_of(const Arg* a, double fallback) {
   if (!a || a->is_none()) return fallback;
-  return a->kind == Arg::Kind::Float ? a->f : static_cast<double>(a->i);
+  return static_number(*a, "a norm's order");
 }
 
 TensorBox vector_norm(Lowering& L, const TensorBox& x, double ord, const ReduceSpec& spec,
@@ -526,7 +529,7 @@ std::pair<TensorBox, TensorBox> channel_stats(Lowering& L, const Node& n, const 
   for (size_t d = 0; d < x.rank(); ++d)
     if (d != 1) dims.push_back(Arg::integer(static_cast<int64_t>(d)));
   Arg dim_arg = Arg::list_of(dims);
-  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, 0.0, /*keepdim=*/false);
+  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, Arg::integer(0), /*keepdim=*/false);
   return {mean, var};
 }
 
@@ -608,7 +611,7 @@ std::vector<TensorBox> lower_group_norm(Lowering& L, const Node& n) {
   Value eps = L.scalar(n.args.at(7), acc);
   TensorBox grouped = reshape(x, {N, G, (C / G) * hw});
   Arg dim_arg = Arg::list_of({Arg::integer(2)});
-  auto [var, mean] = var_and_mean(L, n, grouped, &dim_arg, 0.0, /*keepdim=*/false);
+  auto [var, mean] = var_and_mean(L, n, grouped, &dim_arg, Arg::integer(0), /*keepdim=*/false);
   TensorBox rstd = var;
   rstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
   std::vector<Expr> idx = ir::index_vars(x.rank());

@@ -65,7 +65,14 @@ def main(argv=None) -> int:
         "--from-json", default=None, help="re-render --out from saved results; runs nothing"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failing case")
+    parser.add_argument(
+        "--dynamic", action="store_true",
+        help="compile every case with symbolic sizes (torch.compile(dynamic=True))",
+    )
     args = parser.parse_args(argv)
+    from coil.coverage import runners
+
+    runners.DYNAMIC[0] = True if args.dynamic else False
     backends = args.backends.split(",")
     modes = args.modes.split(",")
     dtypes = _parse_dtypes(args.dtypes)

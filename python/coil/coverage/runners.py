@@ -20,6 +20,11 @@ import torch
 from coil.coverage.cases import compare, first_line
 
 
+# Whether sweeps compile with symbolic sizes (python -m coil.coverage --dynamic): every case
+# traced with dynamic=True, so each op meets its symbolic-size path in both backends.
+DYNAMIC = [False]
+
+
 class _ForbiddenFallback(Exception):
     """Raised inside Inductor when a lowered-mode graph creates a fallback kernel."""
 
@@ -206,7 +211,8 @@ def run_group(runner, cases: list) -> GroupResult:
     try:
         with runner.context(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compiled = torch.compile(batch, backend=runner.name, fullgraph=True, dynamic=False)
+            compiled = torch.compile(batch, backend=runner.name, fullgraph=True,
+                                     dynamic=DYNAMIC[0])
             actual = compiled(data)
     except Exception as e:  # noqa: BLE001 - every failure becomes a reason
         if _lowering_done(e):
