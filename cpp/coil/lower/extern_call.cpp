@@ -6,11 +6,13 @@
 // Tests: tests/cpp/lower/lowering_test.cpp (extern and fallback cases),
 // tests/python/test_layouts.py.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "coil/lower/lowering.h"
+#include "coil/lower/pointwise_util.h"
 
 namespace coil::lower {
 
@@ -25,22 +27,48 @@ namespace {
 // ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
 // `given`, when set, is the tensor to pass in place of the argument's own (a padded operand).
 // Whether strides lay sizes out without overlap and without broadcast dims: a layout a buffer can
-// be allocated with as is (padded rows included).
+// be allocated with as is (padded rows included). Symbolic strides are ordered by their hints and
+// each must provably clear the dims inside it, for every value of the size symbols.
 bool allocatable(const std::vector<Expr>& sizes, const std::vector<Expr>& strides) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
+  sym::RangeEnv env;  // the graph's size symbols (SizeSymbolScope)
+  struct Dim {
+    Expr stride, size;
+    int64_t hint;
+  };
+  std::vector<Dim> dims;  // dims of size > 1
+  // e >= 1, looking inside products and Max (interval bounds of a product of unbounded factors
+  // are too loose to tell).
+  std::function<bool(const Expr&)> positive = [&](const Expr& e) {
+    if (sym::statically_known_true(sym::le(1, e), env)) return true;
+    const auto& ops = e.operands();
+    if (e.kind() == sym::Kind::Mul)
+      return e.int_value() >= 1 && std::all_of(ops.begin(), ops.end(), positive);
+    if (e.kind() == sym::Kind::Max) return std::any_of(ops.begin(), ops.end(), positive);
+    return false;
+  };
   for (size_t i = 0; i < sizes.size(); ++i) {
-    auto n = sizes[i].as_int(), s = strides[i].as_int();
-    if (!n || !s) return false;
-    if (*n == 0) return false;
-    if (*n == 1) continue;
-    if (*s <= 0) return false;
-    dims.emplace_back(*s, *n);
+    if (sizes[i] == Expr(1)) continue;
+    if (!positive(sizes[i])) return false;  // may be empty
+    if (!positive(strides[i])) return false;
+    try {
+      dims.push_back({strides[i], sizes[i], sym::size_hint(strides[i], env)});
+    } catch (const std::exception&) {
+      return false;  // a symbol without a hint (data-dependent)
+    }
   }
-  std::sort(dims.begin(), dims.end());
-  int64_t extent = 1;  // elements the inner dims span
-  for (const auto& [s, n] : dims) {
-    if (s < extent) return false;
-    extent = s * n;
+  std::stable_sort(dims.begin(), dims.end(),
+                   [](const Dim& a, const Dim& b) { return a.hint < b.hint; });
+  // extent <= stride, looking inside Max(1, padded) strides (eager's meta clamps them so).
+  std::function<bool(const Expr&, const Expr&)> at_most = [&](const Expr& a, const Expr& b) {
+    if (sym::statically_known_true(sym::le(a, b), env)) return true;
+    if (b.kind() != sym::Kind::Max) return false;
+    return std::any_of(b.operands().begin(), b.operands().end(),
+                       [&](const Expr& o) { return at_most(a, o); });
+  };
+  Expr extent = 1;  // elements the inner dims span
+  for (const Dim& d : dims) {
+    if (!at_most(extent, d.stride)) return false;
+    extent = d.stride * d.size;
   }
   return true;
 }
@@ -51,6 +79,30 @@ bool allocatable(const std::vector<Expr>& sizes, const std::vector<Expr>& stride
 // coil computes must be stored the same way, not densely.
 bool wants_exact_strides(const std::string& op) {
   return op.find("scaled_dot_product") != std::string::npos;
+}
+
+// The box stored with exactly the meta's strides: dims the meta broadcasts (stride 0, eager's
+// expand of a mask over heads) are stored once and read through a stride-0 view; the other dims
+// keep eager's strides, padded rows included. nullopt when those strides cannot be allocated.
+std::optional<ir::TensorRef> exact_layout(Lowering& L, const TensorBox& box,
+                                          const graph::TensorMeta& m) {
+  std::vector<Expr> sizes = box.sizes;
+  std::vector<Expr> idx = ir::index_vars(box.rank());
+  bool broadcast = false;
+  for (size_t d = 0; d < box.rank(); ++d) {
+    if (m.strides[d] == Expr(0) && sizes[d] != Expr(1)) {
+      sizes[d] = 1;
+      idx[d] = 0;  // equal along a dim eager broadcasts: one slice holds every value
+      broadcast = true;
+    }
+  }
+  if (!allocatable(sizes, m.strides)) return std::nullopt;
+  TensorBox base = broadcast ? remap(box, sizes, idx) : box;
+  std::optional<ir::TensorRef> ref = as_strided_view(L.realize(base, &m.strides, /*fixed=*/true));
+  if (!ref) return std::nullopt;
+  ref->sizes = box.sizes;
+  ref->strides = m.strides;
+  return ref;
 }
 
 graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
@@ -73,8 +125,10 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
       !given && src.meta.size() == 1 && src.meta[0].strides.size() == box.rank() ? &src.meta[0]
                                                                                  : nullptr;
   std::optional<ir::TensorRef> ref = as_strided_view(box);
-  if (m && exact && allocatable(box.sizes, m->strides) && (!ref || ref->strides != m->strides)) {
-    ref = as_strided_view(L.realize(box, &m->strides, /*fixed=*/true));
+  std::optional<ir::TensorRef> exact_ref;
+  if (m && exact && (!ref || ref->strides != m->strides)) exact_ref = exact_layout(L, box, *m);
+  if (exact_ref) {
+    ref = exact_ref;
   } else if (m &&
              (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
     std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);

@@ -158,6 +158,47 @@ TEST(Lowering, ExternInputIsStoredInEagersLayout) {
   EXPECT_EQ(prog.buffer(call.outputs[0]).layout.strides, (std::vector<Expr>{200, 1, 40, 8}));
 }
 
+// Attention ops get their inputs in eager's exact strides: the mask eager padded to rows of 8 and
+// expanded over heads (stride 0) is stored once with padded rows and passed as a stride-0 view
+// (efficient attention rejects a densely stored mask at an odd length). Static and symbolic sizes.
+graph::Graph attention_with_mask(Expr s, Expr padded) {
+  GraphBuilder b;
+  Arg q = b.input("arg0_1", contiguous({2, 12, s, 64}));
+  Arg mask = b.input("arg1_1", contiguous({2, 1, s, s}));
+  Arg add = b.call("add", "aten.add.Tensor", {mask, test::farg(1.0)},
+                   test::strided({2, 1, s, s}, {s * padded, s * padded, padded, 1}));
+  Arg expand = b.call("expand", "aten.expand.default", {add, ints({2, 12, 7, 7})},
+                      test::strided({2, 12, s, s}, {s * padded, 0, padded, 1}));
+  Arg attn = b.call("attn", "aten._scaled_dot_product_efficient_attention.default",
+                    {q, q, q, expand, test::barg(false)}, contiguous({2, 12, s, 64}));
+  return b.finish({attn});
+}
+
+void expect_exact_mask(const ir::Program& prog, const std::vector<Expr>& strides) {
+  ASSERT_EQ(prog.externs.size(), 1u);
+  const ir::TensorRef& mask = prog.externs[0].tensors.at(3);
+  EXPECT_EQ(mask.strides, strides) << prog.to_text();
+  EXPECT_EQ(prog.buffer(mask.buffer).layout.sizes[1], Expr(1)) << prog.to_text();
+}
+
+TEST(Lowering, AttentionMaskKeepsEagersPaddedStrides) {
+  ir::Program prog = lower_graph(attention_with_mask(7, 8));
+  expect_exact_mask(prog, {56, 0, 8, 1});
+}
+
+TEST(Lowering, AttentionMaskKeepsEagersPaddedStridesWhenDynamic) {
+  Expr s = Expr::symbol("s50");
+  sym::RangeEnv sizes;
+  sizes.set_range(s, {2, sym::Range::kPosInf});
+  sizes.set_hint(s, 7);
+  sym::SizeSymbolScope scope(sizes);
+  Expr padded = sym::max(1, s - sym::mod(s, 8) + 8);
+  graph::Graph g = attention_with_mask(s, padded);
+  g.add_symbol({"s50", {2, sym::Range::kPosInf}, 7});
+  ir::Program prog = lower_graph(g);
+  expect_exact_mask(prog, {s * padded, 0, padded, 1});
+}
+
 TEST(Lowering, MatrixProductResultsAreNotChecked) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 8}));

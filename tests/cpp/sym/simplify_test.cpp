@@ -311,5 +311,25 @@ TEST_F(SymSimplify, SizeHint) {
   }
 }
 
+// Dynamic shapes: a row padded to a multiple of 8 (eager pads attention masks so) provably clears
+// the row, and a size symbol's range comes from the current SizeSymbolScope.
+TEST(SymSizeScope, PaddedRowClearsItsRow) {
+  Expr s = Expr::symbol("s50");
+  RangeEnv sizes;
+  sizes.set_range(s, {2, Range::kPosInf});
+  sizes.set_hint(s, 7);
+  Expr padded = s - mod(s, 8) + 8;
+  RangeEnv local;  // knows nothing itself
+  EXPECT_TRUE(statically_known_true(le(s, padded), local));  // 8 - Mod(s, 8) >= 1 for any s
+  EXPECT_FALSE(statically_known_true(le(1, padded), local));  // s may be negative
+  {
+    SizeSymbolScope scope(sizes);
+    EXPECT_TRUE(statically_known_true(le(1, padded), local));
+    EXPECT_TRUE(statically_known_true(le(1, max(1, padded)), local));
+    EXPECT_EQ(size_hint(padded, local), 8);
+  }
+  EXPECT_EQ(SizeSymbolScope::current(), nullptr);
+}
+
 }  // namespace
 }  // namespace coil::sym
