@@ -84,6 +84,9 @@ struct LowerOptions {
   // result into a padded buffer (the op's out= form). Auto: on CUDA devices only.
   enum class Padding { Auto, On, Off };
   Padding gemm_padding = Padding::Auto;
+  // Random ops run as ATen fallbacks, drawing from torch's generator exactly as eager does
+  // (Inductor's fallback_random), instead of coil's counter-based generator (random.cpp).
+  bool fallback_random = false;
 };
 
 // Whether Triton combines scatter updates of this mode and dtype with an atomic (the Triton op
@@ -115,6 +118,11 @@ void register_random(Registry& r);
 const Registry& registry();
 // Op names (without overload: "aten.add") that coil lowers itself, for the decomposition table.
 std::vector<std::string> lowered_ops();
+// Whether AOTAutograd should hand op `name` ("aten.add", "aten.bernoulli.p": as torch names a
+// decomposition's key) to coil whole rather than decomposed: coil lowers it; it is attention
+// (kept whole, see lowering.cpp); or it is random (`random`: torch tags it nondeterministic_seeded)
+// and fallback_random asks for eager's random streams, which only the ATen op itself draws.
+bool keeps_op_whole(const std::string& name, bool random, bool fallback_random);
 
 // The state of lowering one graph.
 class Lowering {
