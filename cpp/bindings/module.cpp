@@ -63,5 +63,7 @@ NB_MODULE(_C, m) {
       "keeps_op_whole", &coil::lower::keeps_op_whole, nb::arg("name"), nb::arg("random"),
       nb::arg("fallback_random"),
       "Whether AOTAutograd should hand the op to coil undecomposed (coil::lower::keeps_op_whole).");
+  m.def("recomputes_in_kernels", &coil::lower::recomputes_in_kernels, nb::arg("target"),
+        "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
   bind_runtime(m);
 }

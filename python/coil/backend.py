@@ -20,7 +20,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from coil import _C, config, fx_import, runtime
+from coil import _C, config, fx_import, partition, runtime
 
 
 class CoilWarning(UserWarning):
@@ -226,9 +226,7 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
         )
     extra = {}
     if opts.partitioner == "min_cut":
-        from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-        extra["partition_fn"] = min_cut_rematerialization_partition
+        extra["partition_fn"] = partition.min_cut_partition
     aot = aot_autograd(
         **_compilers(opts),
         decompositions=_decompositions(bool(opts.fallback_random)),

@@ -69,7 +69,7 @@ class Options:
     fallback_random: bool | None = None
     # AOTAutograd's partitioner for training graphs: "min_cut" (min_cut_rematerialization_partition:
     # saves less, recomputes cheap fusible ops inside the backward's kernels) or "default".
-    partitioner: str = "default"
+    partitioner: str = "min_cut"
     # CUDA graphs around each compiled call (mode="reduce-overhead"): requested but not
     # implemented yet; compiling warns and the graphs run without them.
     cudagraphs: bool = False

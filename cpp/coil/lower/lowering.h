@@ -122,7 +122,14 @@ std::vector<std::string> lowered_ops();
 // decomposition's key) to coil whole rather than decomposed: coil lowers it; it is attention
 // (kept whole, see lowering.cpp); or it is random (`random`: torch tags it nondeterministic_seeded)
 // and fallback_random asks for eager's random streams, which only the ATen op itself draws.
+// detach is the exception: lowered, yet decomposed (to alias) for the partitioner's sake.
 bool keeps_op_whole(const std::string& name, bool random, bool fallback_random);
+// Whether a node of `target` ("aten.mul.Tensor") is computed inside coil's own kernels (it has a
+// lowering that is not a library call), so recomputing it in a backward graph costs no memory
+// traffic of its own once fused: what the training-graph partitioner is told
+// (python/coil/partition.py). Ops that run in ATen (fallbacks) or a library (mm, convolution) are
+// cheaper saved than recomputed.
+bool recomputes_in_kernels(const std::string& target);
 
 // The state of lowering one graph.
 class Lowering {

@@ -66,6 +66,8 @@ TEST(Random, KeepsOpWhole) {
   EXPECT_FALSE(keeps_op_whole("aten.rrelu", true, false));
   EXPECT_TRUE(keeps_op_whole("aten.rrelu", true, true));
   EXPECT_FALSE(keeps_op_whole("aten.addcmul_not_lowered_op", false, true));
+  // Lowered, but decomposed to alias, which the min-cut partitioner knows is a view.
+  EXPECT_FALSE(keeps_op_whole("aten.detach", false, false));
 }
 
 }  // namespace
