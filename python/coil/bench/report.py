@@ -376,9 +376,9 @@ def markdown(results: dict) -> str:
             "",
             "Memory of one call or training step (after the timed calls): the peak allocated "
             "above what was allocated when it started (CUDA: max_memory_allocated; CPU: the "
-            "highest running sum of the allocations and frees torch.profiler records), and for "
-            "training steps the distinct storages the forward saved for the backward, parameters "
-            "excluded (saved_tensors_hooks). MB = 2^20 bytes.",
+            "most memory the step's own allocations held at once, from torch.profiler's "
+            "records), and for training steps the distinct storages the forward saved for the "
+            "backward, parameters excluded (saved_tensors_hooks). MB = 2^20 bytes.",
             "",
             _table(MEMORY_HEADER, memory),
         ]
