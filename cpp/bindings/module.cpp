@@ -22,7 +22,7 @@ NB_MODULE(_C, m) {
       "compile_graph",
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
          const std::string& cpu_backend, const std::string& channels_last,
-         const std::string& gemm_padding, bool inference) {
+         const std::string& gemm_padding, bool inference, bool fallback_random) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -31,6 +31,7 @@ NB_MODULE(_C, m) {
         opts.channels_last = channels_last;
         opts.gemm_padding = gemm_padding;
         opts.inference = inference;
+        opts.fallback_random = fallback_random;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -50,6 +51,7 @@ NB_MODULE(_C, m) {
       nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
       nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = "auto",
       nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
+      nb::arg("fallback_random") = false,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",
@@ -57,5 +59,11 @@ NB_MODULE(_C, m) {
       "Parses and validates a coil.graph JSON document; returns the FX-like text form.");
   m.def("lowered_ops", &coil::lower::lowered_ops,
         "ATen op names (without overload) that coil lowers itself.");
+  m.def(
+      "keeps_op_whole", &coil::lower::keeps_op_whole, nb::arg("name"), nb::arg("random"),
+      nb::arg("fallback_random"),
+      "Whether AOTAutograd should hand the op to coil undecomposed (coil::lower::keeps_op_whole).");
+  m.def("recomputes_in_kernels", &coil::lower::recomputes_in_kernels, nb::arg("target"),
+        "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
   bind_runtime(m);
 }

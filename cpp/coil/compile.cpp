@@ -83,6 +83,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
         choose("channels_last", opts.channels_last, Lay::Auto, Lay::ChannelsLast, Lay::Contiguous);
     lopts.gemm_padding = choose("gemm_padding", opts.gemm_padding, Pad::Auto, Pad::On, Pad::Off);
     lopts.inference = opts.inference;
+    lopts.fallback_random = opts.fallback_random;
     prog = lower::lower_graph(g, lopts);
   }
   r.artifacts["ir_pre_fusion.txt"] = prog.to_text();

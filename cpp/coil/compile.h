@@ -24,6 +24,8 @@ struct CompileOptions {
   bool inference = true;  // lower::LowerOptions::inference: false for training graphs
   // lower::LowerOptions::gemm_padding: "auto" (CUDA only), "on" (every device), "off".
   std::string gemm_padding = "auto";
+  // lower::LowerOptions::fallback_random: random ops run in ATen, drawing eager's streams.
+  bool fallback_random = false;
 };
 
 struct CompileResult {

@@ -1,10 +1,15 @@
 """The torch.compile backend: Dynamo hands over a graph, AOTAutograd traces it to ATen, and each
 forward/inference graph is compiled by coil's C++ core. Registered through the
-`torch_dynamo_backends` entry point, so `torch.compile(model, backend="coil")` needs no import."""
+`torch_dynamo_backends` entry point, so `torch.compile(model, backend="coil")` needs no import.
+
+torch.compile's `mode=` and `options=` arrive as keyword arguments of coil_backend (Dynamo's
+_TorchCompileWrapper passes them on each graph it captures): they resolve, once per graph, to the
+config.Options that every AOTAutograd graph of it (forward, backward, inference) compiles under."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import re
@@ -16,7 +21,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from coil import _C, config, fx_import, runtime
+from coil import _C, config, fx_import, partition, runtime
 
 
 class CoilWarning(UserWarning):
@@ -48,6 +53,7 @@ class CompiledGraph:
     compile_id: str = ""
     frame: str = ""
     recompile_reason: str = ""
+    options: config.Options | None = None  # what the graph compiled under
 
 
 _records: list[CompiledGraph] = []
@@ -96,20 +102,17 @@ def _dynamo_context(gm: torch.fx.GraphModule, record: CompiledGraph) -> None:
             break
 
 
-def _decompositions():
+@functools.cache
+def _decompositions(fallback_random: bool = False) -> dict:
+    """Core ATen decompositions minus the ops coil takes whole (coil::lower::keeps_op_whole: the
+    ops it lowers, attention, and under fallback_random every random op)."""
     from torch._decomp import core_aten_decompositions
 
-    lowered = set(_C.lowered_ops())
     table = {}
     for op, fn in core_aten_decompositions().items():
         name = op.name().replace("::", ".")
-        if name in lowered:
-            continue
-        # Attention stays one ATen op (a fallback, as Inductor keeps it): torch's decomposition
-        # of the CPU flash-attention forward, paired with that op's own backward formula, gives
-        # wrong gradients under AOTAutograd (measured on GPT-2 with an attention mask; the
-        # gradients of the q/k/v projections were off by 10x their magnitude).
-        if "scaled_dot_product" in name:
+        random = torch.Tag.nondeterministic_seeded in getattr(op, "tags", ())
+        if _C.keeps_op_whole(name, random, fallback_random):
             continue
         table[op] = fn
     return table
@@ -154,11 +157,18 @@ def _debug_dir(opts, record: CompiledGraph) -> str | None:
     return os.path.join(opts.debug_dir, f"graph_{record.graph_id}_{record.kind}")
 
 
-def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference"):
-    """Compiles one ATen-level FX graph; returns a boxed callable. Never raises for a graph coil
-    cannot handle: that graph runs eagerly, with a CoilWarning naming the debug folder."""
-    opts = config.options
-    record = CompiledGraph(graph_id=next(_ids), kind=kind)
+def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference",
+                     opts: config.Options | None = None):
+    """Compiles one ATen-level FX graph under `opts` (default: config.for_compile()); returns a
+    boxed callable. Never raises for a graph coil cannot handle: that graph runs eagerly, with a
+    CoilWarning naming the debug folder."""
+    opts = opts or config.for_compile()
+    with config.active(opts):
+        return _compile(gm, example_inputs, kind, opts)
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
+    record = CompiledGraph(graph_id=next(_ids), kind=kind, options=opts)
     _records.append(record)
     record.debug_dir = _debug_dir(opts, record)
     _dynamo_context(gm, record)
@@ -180,6 +190,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
             channels_last=opts.channels_last,
             gemm_padding=opts.gemm_padding,
             inference=kind == "inference",
+            fallback_random=bool(opts.fallback_random),
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])
@@ -241,32 +252,48 @@ def _eager(gm, record: CompiledGraph, why: str, folder: str | None):
     return make_boxed_func(gm.forward)
 
 
-def _inference_compiler(gm, example_inputs):
-    return compile_fx_graph(gm, example_inputs, "inference")
+def _compilers(opts: config.Options) -> dict:
+    """AOTAutograd's compilers for one function, bound to its options (a backward graph compiles
+    at the first backward call, after torch.compile has returned)."""
+
+    def inference_compiler(gm, example_inputs):
+        return compile_fx_graph(gm, example_inputs, "inference", opts)
+
+    def forward_compiler(gm, example_inputs):
+        return compile_fx_graph(gm, example_inputs, "forward", opts)
+
+    def backward_compiler(gm, example_inputs):
+        if not opts.compile_backward:
+            return make_boxed_func(gm.forward)
+        return compile_fx_graph(gm, example_inputs, "backward", opts)
+
+    return {
+        "fw_compiler": forward_compiler,
+        "bw_compiler": backward_compiler,
+        "inference_compiler": inference_compiler,
+    }
 
 
-def _forward_compiler(gm, example_inputs):
-    return compile_fx_graph(gm, example_inputs, "forward")
-
-
-def _backward_compiler(gm, example_inputs):
-    if not config.options.compile_backward:
-        return make_boxed_func(gm.forward)
-    return compile_fx_graph(gm, example_inputs, "backward")
-
-
-_aot = None
-
-
-def coil_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The Dynamo backend: AOTAutograd with coil as the forward/inference compiler."""
-    global _aot
-    if _aot is None:
-        _aot = aot_autograd(
-            fw_compiler=_forward_compiler,
-            bw_compiler=_backward_compiler,
-            inference_compiler=_inference_compiler,
-            decompositions=_decompositions(),
-            keep_inference_input_mutations=True,
+def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = None,
+                 options: dict | None = None):
+    """The Dynamo backend: AOTAutograd with coil as the forward/backward/inference compiler.
+    mode/options: torch.compile's (see config.for_compile and config.MODES)."""
+    opts = config.for_compile(mode, options)
+    if opts.cudagraphs:
+        why = f"mode={mode!r}" if mode else "options cudagraphs=True"
+        warnings.warn(
+            f"coil: {why} asks for CUDA graphs, which coil does not implement yet; the compiled "
+            "graphs run without them (every other option applies)",
+            CoilWarning,
+            stacklevel=2,
         )
-    return _aot(gm, example_inputs, **kwargs)
+    extra = {}
+    if opts.partitioner == "min_cut":
+        extra["partition_fn"] = partition.min_cut_partition
+    aot = aot_autograd(
+        **_compilers(opts),
+        decompositions=_decompositions(bool(opts.fallback_random)),
+        keep_inference_input_mutations=True,
+        **extra,
+    )
+    return aot(gm, example_inputs)

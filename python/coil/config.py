@@ -1,5 +1,12 @@
 """Every coil option in one place. Environment variables are read here, once, at import.
 
+Three ways to set an option, each scoped differently:
+- the environment (below): the defaults of the whole process;
+- `coil.config.patch(name=value)`: for what compiles inside the `with` block;
+- `torch.compile(fn, backend="coil", options={"name": value})`: for that compiled function only
+  (every graph of it, its backward graphs included, whenever they compile). Unknown names and
+  values outside `CHOICES` are errors. `mode=` picks a set of options (`MODES`).
+
 COIL_DEBUG=1            write each compiled graph's artifacts under ./coil_debug/run_<time>_<pid>/
 COIL_DEBUG_DIR=path     write them under path instead
 COIL_CACHE_DIR=path     where built kernels are cached (default: a private folder in the temp dir)
@@ -17,6 +24,11 @@ COIL_ALLOW_FALLBACK=0   a graph that needs an ATen fallback op (an op coil does 
                         through torch) is not compiled: it runs eagerly with a CoilWarning, as any
                         graph coil cannot compile. Extern calls (mm, conv) are still allowed.
                         Used to measure what coil lowers itself (python -m coil.coverage).
+COIL_FALLBACK_RANDOM=1  random ops run as ATen ops, drawing eager's random numbers (default: follow
+                        torch._inductor.config.fallback_random when a function compiles)
+COIL_PARTITIONER=name   how training graphs split into forward and backward: "min_cut" (default;
+                        recomputes cheap ops in the backward instead of saving them) or "default"
+                        (AOTAutograd's default partitioner: saves what the backward reads)
 """
 
 from __future__ import annotations
@@ -53,6 +65,16 @@ class Options:
     # Matrix products with leading dimensions padded to 16/128 bytes (cuBLAS's aligned kernels):
     # "auto" (CUDA only), "on" (every device: how the CPU tests check it), "off".
     gemm_padding: str = "auto"
+    # Random ops run as the ATen op, drawing from torch's generator exactly as eager does
+    # (Inductor's fallback_random). None: torch._inductor.config.fallback_random's value when a
+    # function compiles (for_compile resolves it), so tools that set that get eager's streams.
+    fallback_random: bool | None = None
+    # AOTAutograd's partitioner for training graphs: "min_cut" (min_cut_rematerialization_partition:
+    # saves less, recomputes cheap fusible ops inside the backward's kernels) or "default".
+    partitioner: str = "min_cut"
+    # CUDA graphs around each compiled call (mode="reduce-overhead"): requested but not
+    # implemented yet; compiling warns and the graphs run without them.
+    cudagraphs: bool = False
 
 
 def _from_env() -> Options:
@@ -77,14 +99,38 @@ def _from_env() -> Options:
         opts.gemm_padding = os.environ["COIL_GEMM_PADDING"]
     if os.environ.get("COIL_ALLOW_FALLBACK", "1") in ("0", "false", "False"):
         opts.allow_fallback = False
+    if os.environ.get("COIL_FALLBACK_RANDOM"):
+        opts.fallback_random = os.environ["COIL_FALLBACK_RANDOM"] not in ("0", "false", "False")
+    if os.environ.get("COIL_PARTITIONER"):
+        opts.partitioner = os.environ["COIL_PARTITIONER"]
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     _check_choices(dataclasses.asdict(opts), "environment")
     return opts
 
 
-# Options that take one of a few words (the C++ side checks them again).
-CHOICES = {"channels_last": ("auto", "on", "off"), "gemm_padding": ("auto", "on", "off")}
+# Options that take one of a few words (the C++ side checks its own again).
+CHOICES = {
+    "channels_last": ("auto", "on", "off"),
+    "gemm_padding": ("auto", "on", "off"),
+    "cpu_backend": ("cpp", "triton"),
+    "partitioner": ("min_cut", "default"),
+}
+
+# What each torch.compile mode means under coil: the options it sets (before options=, which
+# torch.compile does not allow together with mode=).
+# - "default": coil's defaults.
+# - "reduce-overhead": CUDA graphs (not implemented yet: compiling warns, nothing else changes).
+# - "max-autotune": CUDA graphs, as for Inductor. coil has no GEMM templates to search (matrix
+#   products are library calls in every mode), and its Triton kernels' launch configs are
+#   benchmarked on the first call in every mode already.
+# - "max-autotune-no-cudagraphs": the same without CUDA graphs, which is coil's default.
+MODES = {
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"cudagraphs": True},
+    "max-autotune-no-cudagraphs": {},
+}
 
 
 def _check_choices(values: dict, where: str) -> None:
@@ -95,22 +141,89 @@ def _check_choices(values: dict, where: str) -> None:
             )
 
 
+def _checked(changes: dict, where: str) -> dict:
+    """`changes` validated against Options: known names, values of the field's type (logs: a set
+    or list of names, or one comma-separated string), words from CHOICES."""
+    fields = {f.name: f for f in dataclasses.fields(Options)}
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"coil ({where}): unknown option(s) {', '.join(map(repr, unknown))}; "
+            f"valid options: {', '.join(sorted(fields))}"
+        )
+    out = {}
+    for name, value in changes.items():
+        if name == "logs":
+            if isinstance(value, str):
+                value = [x.strip() for x in value.split(",") if x.strip()]
+            if not all(isinstance(x, str) for x in value):
+                raise ValueError(f"coil ({where}): logs must be names, not {value!r}")
+            value = frozenset(value)
+        else:
+            _check_type(name, value, fields[name].type, where)
+        out[name] = value
+    _check_choices(out, where)
+    return out
+
+
+_TYPES = {"bool": (bool,), "str": (str,), "str | None": (str, type(None)),
+          "bool | None": (bool, type(None))}
+
+
+def _check_type(name: str, value, annotation: str, where: str) -> None:
+    allowed = _TYPES.get(str(annotation))
+    if allowed and not isinstance(value, allowed):
+        raise ValueError(
+            f"coil ({where}): option {name}={value!r} must be {annotation}, not "
+            f"{type(value).__name__}"
+        )
+
+
 options = _from_env()
+
+
+def for_compile(mode: str | None = None, changes: dict | None = None) -> Options:
+    """The options one torch.compile'd function compiles under: the current options, then what
+    `mode` sets, then `changes` (torch.compile's options=), with fallback_random resolved. The
+    global options are not touched."""
+    merged = {}
+    if mode is not None:
+        if mode not in MODES:
+            raise ValueError(
+                f"coil: unknown torch.compile mode {mode!r}; expected one of {sorted(MODES)}"
+            )
+        merged.update(MODES[mode])
+    if changes:
+        merged.update(_checked(dict(changes), "torch.compile options="))
+    opts = dataclasses.replace(options, **merged)
+    if opts.fallback_random is None:
+        import torch._inductor.config as inductor_config
+
+        opts = dataclasses.replace(opts, fallback_random=bool(inductor_config.fallback_random))
+    return opts
 
 
 @contextlib.contextmanager
 def patch(**changes):
     """Temporarily change options: `with coil.config.patch(debug_dir=path): ...`."""
     global options
-    unknown = set(changes) - {f.name for f in dataclasses.fields(Options)}
-    if unknown:
-        raise TypeError(f"coil.config.patch: unknown options {sorted(unknown)}")
-    _check_choices(changes, "coil.config.patch")
-    if "logs" in changes and not isinstance(changes["logs"], frozenset):
-        changes["logs"] = frozenset(changes["logs"])
+    changes = _checked(changes, "coil.config.patch")
     saved = options
     options = dataclasses.replace(options, **changes)
     try:
         yield options
+    finally:
+        options = saved
+
+
+@contextlib.contextmanager
+def active(opts: Options):
+    """Makes `opts` the current options while one graph compiles and loads (the runtime reads
+    them: the build cache folder, the compiler, logs), whatever the global options are."""
+    global options
+    saved = options
+    options = opts
+    try:
+        yield opts
     finally:
         options = saved

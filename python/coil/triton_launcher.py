@@ -5,7 +5,7 @@ written into output_code.py; this module only chooses among them. On a GPU, the 
 kernel with more than one candidate benchmarks them all (triton.testing.do_bench, on copies of the
 buffers the kernel writes, so in-place kernels are not run twice on live data) and keeps the
 fastest; the winner is cached in a JSON file beside the kernel source in coil's cache directory
-(config.options.cache_dir), so later processes skip the benchmark. Under Triton's interpreter
+(the cache_dir option), so later processes skip the benchmark. Under Triton's interpreter
 (TRITON_INTERPRET=1, tensors on the CPU) the first candidate is used as is.
 
 `libdevice()` gives the module generated kernels call for math Triton's core language lacks
@@ -55,6 +55,9 @@ class Launcher:
         self.chosen: dict[tuple, dict] = {}  # size bucket (see _bucket) -> config
         self.bound: dict[tuple, _Bound | bool] = {}  # exact sizes -> direct launch
         self.__name__ = getattr(fn, "__name__", "triton_kernel")
+        # The options of the function this kernel was compiled for (its module loads under
+        # config.active): tuning at the first call uses its cache folder and logs.
+        self.options = config.options
 
     def run(self, *tensors, xnumel: int, rnumel: int | None = None, ynumel: int | None = None,
             size_args: tuple = ()):
@@ -153,7 +156,7 @@ class Launcher:
         src_path = path[: -len(".best_config.json")] + ".py"
         if not os.path.exists(src_path):
             _write_text(src_path, getattr(self.fn, "src", ""))
-        if "perf" in config.options.logs:
+        if "perf" in self.options.logs:
             print(
                 f"[coil] tuned {self.__name__}: {self.configs[best]} "
                 f"({timings[best]:.4f} ms; {len(self.configs)} candidates)",
@@ -176,7 +179,7 @@ class Launcher:
                     warmup=5, rep=25,
                 )
             except Exception as e:  # noqa: BLE001 - e.g. out of shared memory or registers
-                if "perf" in config.options.logs:
+                if "perf" in self.options.logs:
                     print(f"[coil] {self.__name__}: config {cfg} failed: {e}", file=sys.stderr)
                 ms = float("inf")
             timings.append(ms)
@@ -189,7 +192,7 @@ class Launcher:
                      triton.__version__, str(xnumel), str(rnumel), str(ynumel)):
             h.update(part.encode())
             h.update(b"\0")
-        folder = os.path.join(config.options.cache_dir, "triton")
+        folder = os.path.join(self.options.cache_dir, "triton")
         return os.path.join(folder, f"{self.__name__}-{h.hexdigest()[:20]}.best_config.json")
 
 

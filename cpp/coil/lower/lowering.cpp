@@ -719,6 +719,35 @@ std::vector<std::string> lowered_ops() {
   return {names.begin(), names.end()};
 }
 
+bool keeps_op_whole(const std::string& name, bool random, bool fallback_random) {
+  static const std::set<std::string> lowered = [] {
+    std::vector<std::string> ops = lowered_ops();
+    return std::set<std::string>(ops.begin(), ops.end());
+  }();
+  // detach is a no-op for coil, but AOTAutograd's min-cut partitioner does not count it as
+  // fusible, so a value the backward reads through detach (tanh's output, in tanh's backward) is
+  // never recomputed; its decomposition, alias, is a view the partitioner sees through.
+  if (name == "aten.detach") return false;
+  if (lowered.count(name)) return true;
+  // Attention stays one ATen op (a fallback, as Inductor keeps it): torch's decomposition of the
+  // CPU flash-attention forward, paired with that op's own backward formula, gives wrong
+  // gradients under AOTAutograd (measured on GPT-2 with an attention mask: the q/k/v projection
+  // gradients were off by 10x their magnitude).
+  if (name.find("scaled_dot_product") != std::string::npos) return true;
+  // A decomposition redraws through other random ops (dropout through rand_like, an RNN's
+  // dropout between layers), which consume the generator differently from the op's own kernel.
+  return random && fallback_random;
+}
+
+bool recomputes_in_kernels(const std::string& target) {
+  static const Registry externs = [] {
+    Registry r;
+    register_externs(r);
+    return r;
+  }();
+  return registry().count(target) && !externs.count(target);
+}
+
 ir::Program lower_graph(const graph::Graph& g, const LowerOptions& options) {
   ir::Program prog;
   Lowering L(g, prog, options);

@@ -100,6 +100,9 @@ struct LowerOptions {
   // result into a padded buffer (the op's out= form). Auto: on CUDA devices only.
   enum class Padding { Auto, On, Off };
   Padding gemm_padding = Padding::Auto;
+  // Random ops run as ATen fallbacks, drawing from torch's generator exactly as eager does
+  // (Inductor's fallback_random), instead of coil's counter-based generator (random.cpp).
+  bool fallback_random = false;
 };
 
 // Whether Triton combines scatter updates of this mode and dtype with an atomic (the Triton op
@@ -131,6 +134,18 @@ void register_random(Registry& r);
 const Registry& registry();
 // Op names (without overload: "aten.add") that coil lowers itself, for the decomposition table.
 std::vector<std::string> lowered_ops();
+// Whether AOTAutograd should hand op `name` ("aten.add", "aten.bernoulli.p": as torch names a
+// decomposition's key) to coil whole rather than decomposed: coil lowers it; it is attention
+// (kept whole, see lowering.cpp); or it is random (`random`: torch tags it nondeterministic_seeded)
+// and fallback_random asks for eager's random streams, which only the ATen op itself draws.
+// detach is the exception: lowered, yet decomposed (to alias) for the partitioner's sake.
+bool keeps_op_whole(const std::string& name, bool random, bool fallback_random);
+// Whether a node of `target` ("aten.mul.Tensor") is computed inside coil's own kernels (it has a
+// lowering that is not a library call), so recomputing it in a backward graph costs no memory
+// traffic of its own once fused: what the training-graph partitioner is told
+// (python/coil/partition.py). Ops that run in ATen (fallbacks) or a library (mm, convolution) are
+// cheaper saved than recomputed.
+bool recomputes_in_kernels(const std::string& target);
 
 // The state of lowering one graph.
 class Lowering {

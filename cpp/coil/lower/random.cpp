@@ -7,6 +7,11 @@
 // (Philox-4x32-10: the C++ prelude's coil_rand/coil_randn, Triton's tl.rand/tl.randn). The values
 // follow eager's distributions but are not eager's stream: the same seed gives other numbers than
 // eager's kernels would.
+//
+// Under LowerOptions::fallback_random every lowering here declines (returns no boxes), so each
+// random node becomes an ATen fallback call that draws from torch's generator exactly as eager
+// does, in graph order (python/coil/backend.py also keeps these ops out of the decomposition
+// table then, so AOTAutograd hands them over whole).
 #include <cmath>
 #include <cstdint>
 
@@ -89,7 +94,8 @@ Value identity_draw(Value u, DType) {
 
 }  // namespace
 
-void register_random(Registry& r) {
+void register_random(Registry& out) {
+  Registry r;
   for (const char* name : {"aten.rand.default", "aten.rand_like.default"}) {
     r[name] = [](Lowering& L, const Node& n) { return random_box(L, n, Op::Rand, identity_draw); };
   }
@@ -203,6 +209,12 @@ void register_random(Registry& r) {
       return ir::binary(Op::Maximum, ir::unary(Op::Ceil, trials), ir::constant(1.0, d));
     });
   };
+  for (auto& [name, fn] : r) {
+    out[name] = [f = std::move(fn)](Lowering& L, const Node& n) -> std::vector<TensorBox> {
+      if (L.options().fallback_random) return {};
+      return f(L, n);
+    };
+  }
 }
 
 }  // namespace coil::lower

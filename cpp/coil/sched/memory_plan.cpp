@@ -205,6 +205,14 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
     for (int bi : reads[u]) reader_steps[bi].push_back(step_of_unit[u]);
   }
 
+  s.input_last_use.clear();
+  for (size_t bi = 0; bi < prog.buffers.size(); ++bi) {
+    const ir::Buffer& b = prog.buffers[bi];
+    if (b.kind != ir::Buffer::Kind::Input || outputs.count(b.name) || reader_steps[bi].empty())
+      continue;
+    s.input_last_use[b.name] = *std::max_element(reader_steps[bi].begin(), reader_steps[bi].end());
+  }
+
   s.buffers.clear();
   for (size_t bi = 0; bi < prog.buffers.size(); ++bi) {
     const ir::Buffer& b = prog.buffers[bi];

@@ -99,7 +99,11 @@ struct Schedule {
   std::vector<Step> steps;
   std::vector<FusionVerdict> verdicts;
   std::map<std::string, BufferPlan> buffers;  // every non-input buffer that is kept
-  std::vector<std::string> removed;           // dead buffers dropped before fusion
+  // Graph inputs that are not outputs -> the step after which the wrapper drops its reference
+  // (a backward graph's saved activations then free as soon as they are read for the last time,
+  // where nothing else holds them).
+  std::map<std::string, int> input_last_use;
+  std::vector<std::string> removed;  // dead buffers dropped before fusion
 
   std::string fusion_text(const ir::Program& prog) const;       // fusion.txt
   std::string schedule_text(const ir::Program& prog) const;     // schedule.txt

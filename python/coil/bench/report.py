@@ -175,6 +175,47 @@ HEADER = [
 ]
 
 
+def _mb(res: dict | None, key: str) -> str:
+    if not res or key not in res:
+        return "—"
+    return f"{res[key]:.1f}"
+
+
+def _memory_rows(results: dict) -> list[list[str]]:
+    """Per case: peak memory above the step's start and, for training steps, what the forward
+    saved for the backward (coil/memory.py), eager / Inductor / coil."""
+    rows = []
+    for row in results["cases"]:
+        b = row.get("backends") or {}
+        if not any("peak_mb" in (b.get(k) or {}) for k in BACKEND_NAMES):
+            continue
+        coil, inductor = b.get("coil") or {}, b.get("inductor") or {}
+        ratio = "—"
+        if coil.get("peak_mb") and inductor.get("peak_mb"):
+            ratio = f"{coil['peak_mb'] / inductor['peak_mb']:.2f}"
+        saved = [
+            f"{_mb(b.get(k), 'saved_mb')} ({b[k]['saved_count']})"
+            if "saved_count" in (b.get(k) or {}) else "—"
+            for k in BACKEND_NAMES
+        ]
+        rows.append([row["case"]] + [_mb(b.get(k), "peak_mb") for k in BACKEND_NAMES]
+                    + [ratio] + saved)
+    return rows
+
+
+BACKEND_NAMES = ("eager", "inductor", "coil")
+MEMORY_HEADER = [
+    "case",
+    "eager peak MB",
+    "inductor peak MB",
+    "coil peak MB",
+    "coil/inductor peak",
+    "eager saved MB (tensors)",
+    "inductor saved MB (tensors)",
+    "coil saved MB (tensors)",
+]
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -329,6 +370,18 @@ def markdown(results: dict) -> str:
     summary = _geomeans(results["cases"])
     if summary:
         out += ["", summary]
+    memory = _memory_rows(results)
+    if memory:
+        out += [
+            "",
+            "Memory of one call or training step (after the timed calls): the peak allocated "
+            "above what was allocated when it started (CUDA: max_memory_allocated; CPU: the "
+            "most memory the step's own allocations held at once, from torch.profiler's "
+            "records), and for training steps the distinct storages the forward saved for the "
+            "backward, parameters excluded (saved_tensors_hooks). MB = 2^20 bytes.",
+            "",
+            _table(MEMORY_HEADER, memory),
+        ]
     out += [
         "",
         (

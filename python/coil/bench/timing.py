@@ -312,7 +312,7 @@ def run_case(
     row["min_bytes"] = built.min_bytes
     torch._dynamo.reset()
 
-    steps, results = {}, {}
+    steps, results, modules = {}, {}, {}
     expected = None
     for backend in backends:
         if progress:
@@ -340,6 +340,7 @@ def run_case(
             res["check"] = msg
         if res["status"] == "ok":
             steps[backend] = step
+            modules[backend] = module
         if built.train and backend == "coil":
             from coil import config as coil_config
 
@@ -393,6 +394,14 @@ def run_case(
         res["min_ms"] = min(ts) * 1e3
         if built.min_bytes:
             res["gbps"] = built.min_bytes / (res["median_ms"] / 1e3) / 1e9
+    # memory, after the timed calls (every backend warm): one profiled step each
+    from coil.bench.memory import measure
+
+    for backend, step in steps.items():
+        try:
+            results[backend].update(measure(step, modules[backend], device, built.train))
+        except Exception as e:  # noqa: BLE001 - a figure missing, not a failed case
+            results[backend]["memory_error"] = _reason(e)
     row["backends"] = results
     row["warmup"] = warmup
     del steps, built

@@ -94,6 +94,8 @@ TEST(PythonWrapper, CallTakesItsArgsAllocatesLaunchesAndReturns) {
             "    # cpp_fused_add_0: add\n"
             "    buf0 = empty_strided_cpu((8, 16), (16, 1), torch.float32)\n"
             "    cpp_fused_add_0(arg0_1, arg1_1, buf0)\n"
+            "    del arg0_1\n"
+            "    del arg1_1\n"
             "    return (buf0, )\n");
 }
 
@@ -112,6 +114,7 @@ TEST(PythonWrapper, FreesAndReusesAsPlanned) {
             "    del buf0\n"
             "    # extern: mm_1\n"
             "    buf2 = torch.ops.aten.mm.default(buf1, arg0_1)\n"
+            "    del arg0_1\n"
             "    # cpp_fused_neg_1: neg\n"
             "    buf3 = reinterpret_tensor(buf1, (8, 8), (8, 1), 0)\n"
             "    del buf1  # reuse\n"
@@ -145,6 +148,7 @@ TEST(PythonWrapper, NumbersLiveInWrapperVariables) {
             "    args.clear()\n"
             "    # extern: _local_scalar_dense\n"
             "    _local_scalar_dense = torch.ops.aten._local_scalar_dense.default(arg0_1)\n"
+            "    del arg0_1\n"
             "    # extern: sym_ite\n"
             "    sym_ite = torch.sym_ite(_local_scalar_dense, 1, 0)\n"
             "    # extern: ge\n"
@@ -185,6 +189,7 @@ TEST(PythonWrapper, EffectfulOpsRunInGraphOrder) {
             "    args.clear()\n"
             "    # extern: mm\n"
             "    buf0 = torch.ops.aten.mm.default(arg1_1, arg1_1)\n"
+            "    del arg1_1\n"
             "    # fallback: with_effects (side effects: runs in graph order)\n"
             "    _result = torch.ops.aten.my_record.default(buf0)\n"
             "    del _result\n"
@@ -204,9 +209,12 @@ TEST(PythonWrapper, InPlaceReuseRenamesTheBuffer) {
             "    args.clear()\n"
             "    # extern: mm\n"
             "    buf0 = torch.ops.aten.mm.default(arg0_1, arg1_1)\n"
+            "    del arg0_1\n"
+            "    del arg1_1\n"
             "    # cpp_fused_add_gelu_0: add, gelu\n"
             "    buf1 = buf0; del buf0  # reuse in place\n"
             "    cpp_fused_add_gelu_0(arg2_1, buf1)\n"
+            "    del arg2_1\n"
             "    return (buf1, )\n");
 }
 
@@ -284,6 +292,7 @@ TEST(PythonWrapper, TupleResultsAreUnpacked) {
             "    buf0 = require_strides(_result[0], (2, 1))\n"
             "    buf1 = require_strides(_result[1], (4, 1))\n"
             "    del _result\n"
+            "    del arg0_1\n"
             "    return (buf1, buf0, )\n");
 }
 

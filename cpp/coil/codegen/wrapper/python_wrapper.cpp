@@ -339,6 +339,8 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     if (plan.stored && plan.free_step >= 0 && !reused.count(name))
       frees[plan.free_step].push_back(name);
   }
+  // Inputs go too after their last reader (call() cleared args: this may be the last reference).
+  for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
   auto allocate = [&](const ir::Buffer& b) {
     const sched::BufferPlan& plan = s.buffers.at(b.name);
     if (plan.in_place) {
