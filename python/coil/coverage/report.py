@@ -154,6 +154,12 @@ def _op_counts(normal: SweepResult, lowered: SweepResult | None) -> tuple:
     return len(tried), sum(all(v) for v in tried.values())
 
 
+def _dynamic() -> bool:
+    from coil.coverage import runners
+
+    return runners.DYNAMIC[0]
+
+
 def render_report(results: dict, command: str, seconds: float) -> str:
     """Markdown for docs/coverage.md. results: {backend: {mode: SweepResult}}."""
     today = datetime.date.today().isoformat()
@@ -171,7 +177,8 @@ def render_report(results: dict, command: str, seconds: float) -> str:
             "variant, "
             "dtype) on CPU, dtypes float32, float64, int64, bool and bfloat16 where the op supports "
             "them; the first sample input (every sample for reductions and indexing ops), compiled "
-            "with `torch.compile(fn, backend=..., fullgraph=True, dynamic=False)` and compared with "
+            f"with `torch.compile(fn, backend=..., fullgraph=True, dynamic={_dynamic()})` and "
+            "compared with "
             "eager under the OpInfo's tolerances. Cases where eager raises or that have no sample "
             "are not counted. *Lowered*: passes with ATen fallback ops forbidden (coil: "
             "`COIL_ALLOW_FALLBACK=0`; Inductor: no `FallbackKernel`); *via fallback*: passes only "
