@@ -319,8 +319,8 @@ TEST(SymSizeScope, PaddedRowClearsItsRow) {
   sizes.set_range(s, {2, Range::kPosInf});
   sizes.set_hint(s, 7);
   Expr padded = s - mod(s, 8) + 8;
-  RangeEnv local;  // knows nothing itself
-  EXPECT_TRUE(statically_known_true(le(s, padded), local));  // 8 - Mod(s, 8) >= 1 for any s
+  RangeEnv local;                                             // knows nothing itself
+  EXPECT_TRUE(statically_known_true(le(s, padded), local));   // 8 - Mod(s, 8) >= 1 for any s
   EXPECT_FALSE(statically_known_true(le(1, padded), local));  // s may be negative
   {
     SizeSymbolScope scope(sizes);
