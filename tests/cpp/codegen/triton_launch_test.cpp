@@ -103,5 +103,38 @@ TEST(TritonLaunch, ColumnReductionsKeepWideBlocks) {
   EXPECT_EQ(rows.launch.configs[0].xblock, 8);
 }
 
+// Dynamic shapes: plans are made for the hints and hold for every size. A symbolic row length
+// cannot run persistent (RBLOCK must cover the row): it loops, with blocks sized for the hint's
+// row; every symbolic size is masked.
+TEST(TritonLaunch, SymbolicSizesArePlannedForTheirHints) {
+  Expr s0 = Expr::symbol("s0"), s1 = Expr::symbol("s1");
+  sym::RangeEnv sizes;
+  sizes.set_range(s0, {2, sym::Range::kPosInf});
+  sizes.set_hint(s0, 4096);
+  sizes.set_range(s1, {2, sym::Range::kPosInf});
+  sizes.set_hint(s1, 100);
+  sym::SizeSymbolScope scope(sizes);
+  auto dynamic = [](graph::Graph g) {
+    g.add_symbol({"s0", {2, sym::Range::kPosInf}, 4096});
+    g.add_symbol({"s1", {2, sym::Range::kPosInf}, 100});
+    return g;
+  };
+  LaunchPlan rows = plan_for(dynamic(softmax_of({s0, s1})));
+  EXPECT_FALSE(rows.persistent);
+  EXPECT_EQ(rows.launch.kind, "reduction");
+  EXPECT_TRUE(rows.dynamic && rows.xmask && rows.rmask);
+  for (const LaunchConfig& c : rows.launch.configs) EXPECT_EQ(c.rblock, 128);  // the hint, 100
+  EXPECT_TRUE(mentions(rows, "is symbolic: a loop serves every row length"));
+  // A static row over symbolic rows stays persistent.
+  LaunchPlan fixed = plan_for(dynamic(softmax_of({s0, 256})));
+  EXPECT_TRUE(fixed.persistent);
+  EXPECT_TRUE(fixed.xmask);
+  // Pointwise: blocks for the hint (4096 * 100 elements), masked.
+  LaunchPlan flat = plan_for(dynamic(exp_of({s0, s1})));
+  EXPECT_EQ(flat.launch.kind, "pointwise");
+  EXPECT_TRUE(flat.xmask);
+  EXPECT_GT(flat.launch.configs.size(), 1u);  // tuned: the hint is large
+}
+
 }  // namespace
 }  // namespace coil::codegen
