@@ -295,6 +295,8 @@ std::string Program::to_text() const {
     }
   }
   out << "\n";
+  for (const std::string& why : fallback_reasons)
+    out << "fallback (needs a static value): " << why << "\n";
   return out.str();
 }
 

@@ -18,14 +18,6 @@ namespace coil::lower {
 
 namespace {
 
-// Replaces tensor arguments by indices into `tensors`, realizing them as needed, and Python
-// numbers computed at run time by negative indices into `host_scalars`. A tensor that must be
-// stored for the call is stored the way eager laid it out (the graph's meta, made dense), since a
-// library op's result layout can follow its inputs' (convolution returns channels-last for a
-// channels-last input): the result then has the layout the graph's meta gives it. A fallback op
-// gets each tensor with eager's strides even when it is already a view of another layout: some
-// ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
-// `given`, when set, is the tensor to pass in place of the argument's own (a padded operand).
 // Whether strides lay sizes out without overlap and without broadcast dims: a layout a buffer can
 // be allocated with as is (padded rows included). Symbolic strides are ordered by their hints and
 // each must provably clear the dims inside it, for every value of the size symbols.
@@ -105,6 +97,15 @@ std::optional<ir::TensorRef> exact_layout(Lowering& L, const TensorBox& box,
   return ref;
 }
 
+// Replaces tensor arguments by indices into `tensors`, realizing them as needed, and Python
+// numbers computed at run time by negative indices into `host_scalars`. A tensor that must be
+// stored for the call is stored the way eager laid it out (the graph's meta, made dense), since a
+// library op's result layout can follow its inputs' (convolution returns channels-last for a
+// channels-last input): the result then has the layout the graph's meta gives it. A fallback op
+// gets each tensor with eager's strides even when it is already a view of another layout: some
+// ATen kernels (the attention backward ops, for one) assume the layouts their forward produced.
+// `given`, when set, is the tensor to pass in place of the argument's own (a padded operand).
+// `exact` (attention ops): eager's strides exactly, padding and broadcast dims included.
 graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::TensorRef>& tensors,
                          std::vector<std::string>& host_scalars, bool eager_strides,
                          const TensorBox* given = nullptr, bool exact = false) {
@@ -188,8 +189,9 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
     host_scalars_[n.id] = n.name;
   }
   call.returns_tuple = n.meta.size() != 1;
-  // The check needs the strides as numbers in the wrapper: static ones. (Sizes that depend on
-  // data have no variable in the wrapper; their results keep the op's own layout unchecked.)
+  // The check needs the strides as values in the wrapper: numbers, or expressions of the size
+  // symbols it binds. (Sizes that depend on data have no variable in the wrapper; their results
+  // keep the op's own layout unchecked.)
   call.check_output_strides =
       !result_always_contiguous(n.target) && strides_known_at_call(g_, n.meta);
   int extern_id = static_cast<int>(prog_.externs.size());

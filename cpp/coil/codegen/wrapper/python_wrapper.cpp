@@ -1,6 +1,7 @@
 #include "coil/codegen/wrapper/python_wrapper.h"
 
 #include "coil/codegen/kernel_args.h"
+#include "coil/codegen/triton/triton_launch.h"
 
 #include <cmath>
 #include <iomanip>
@@ -44,12 +45,6 @@ std::string quote(const std::string& s) {
     out += c;
   }
   return out + "'";
-}
-
-// A size's value for ahead-of-time work (its hint when symbolic: the size it was traced with).
-int64_t size_hint(const sym::Expr& e) {
-  if (auto v = e.as_int()) return *v;
-  return sym::size_hint(e, sym::RangeEnv{});
 }
 
 // How a buffer is named in the wrapper: inputs keep their graph names.
@@ -142,7 +137,7 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
       out << (i ? ", " : "") << dtype_text(d);
     }
     // Sizes to compile the candidates for before the first call: the hints of symbolic ones.
-    auto hint = [](const sym::Expr& e) { return std::to_string(size_hint(e)); };
+    auto hint = [](const sym::Expr& e) { return std::to_string(size_hint_of(e)); };
     out << "], sizes={";
     if (k.launch.kind == "tiled") out << "'ynumel': " << hint(k.launch.ynumel) << ", ";
     out << "'xnumel': " << hint(k.launch.xnumel);
