@@ -22,7 +22,8 @@ NB_MODULE(_C, m) {
       "compile_graph",
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
          const std::string& cpu_backend, const std::string& channels_last,
-         const std::string& gemm_padding, bool inference, bool fallback_random) {
+         const std::string& gemm_padding, bool inference, bool fallback_random,
+         bool cpp_vectorize) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -32,6 +33,7 @@ NB_MODULE(_C, m) {
         opts.gemm_padding = gemm_padding;
         opts.inference = inference;
         opts.fallback_random = fallback_random;
+        opts.cpp_vectorize = cpp_vectorize;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -51,7 +53,7 @@ NB_MODULE(_C, m) {
       nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
       nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = "auto",
       nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
-      nb::arg("fallback_random") = false,
+      nb::arg("fallback_random") = false, nb::arg("cpp_vectorize") = true,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",

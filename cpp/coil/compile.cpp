@@ -111,7 +111,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
         kernels.push_back(codegen::render_triton_kernel(prog, schedule, k, name));
       } else {
         std::string name = codegen::kernel_name(prog, k, "cpp", k.id);
-        kernels.push_back(codegen::render_cpp_kernel(prog, schedule, k, name));
+        kernels.push_back(codegen::render_cpp_kernel(prog, schedule, k, name, opts.cpp_vectorize));
       }
     }
     codegen::mark_identical_kernels(prog, kernels);
@@ -119,6 +119,11 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     for (const codegen::KernelSource& k : kernels) {
       if (!k.aten_math) continue;
       source += codegen::cpp::kAtenMathPrelude;
+      break;
+    }
+    for (const codegen::KernelSource& k : kernels) {
+      if (!k.vectorized) continue;
+      source += codegen::cpp::kVecPrelude;
       break;
     }
     for (const codegen::KernelSource& k : kernels) {

@@ -191,6 +191,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
             gemm_padding=opts.gemm_padding,
             inference=kind == "inference",
             fallback_random=bool(opts.fallback_random),
+            cpp_vectorize=opts.cpp_vectorize,
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])

@@ -72,6 +72,9 @@ class Options:
     # AOTAutograd's partitioner for training graphs: "min_cut" (min_cut_rematerialization_partition:
     # saves less, recomputes cheap fusible ops inside the backward's kernels) or "default".
     partitioner: str = "min_cut"
+    # C++ kernels: innermost loops in vector form through ATen's at::vec where every value that
+    # varies along them has one (False: scalar loops, left to the compiler's auto-vectorizer).
+    cpp_vectorize: bool = True
     # CUDA graphs around each compiled call (mode="reduce-overhead"): requested but not
     # implemented yet; compiling warns and the graphs run without them.
     cudagraphs: bool = False
@@ -103,6 +106,8 @@ def _from_env() -> Options:
         opts.fallback_random = os.environ["COIL_FALLBACK_RANDOM"] not in ("0", "false", "False")
     if os.environ.get("COIL_PARTITIONER"):
         opts.partitioner = os.environ["COIL_PARTITIONER"]
+    if os.environ.get("COIL_CPP_VECTORIZE"):
+        opts.cpp_vectorize = os.environ["COIL_CPP_VECTORIZE"] not in ("0", "false", "False")
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     _check_choices(dataclasses.asdict(opts), "environment")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import linecache
+import os
+import shutil
 import sys
 import types
 
@@ -90,15 +92,36 @@ def aten_header_flags() -> tuple:
     return tuple(flags)
 
 
-def load_cpp(source: str, aten_headers: bool = False):
+@functools.cache
+def vec_flags() -> tuple:
+    """Compiler flags for kernel files with vector loops (ATen's at::vec, prelude.h kVecPrelude):
+    torch's headers, at::vec built for the CPU capability torch dispatches its own kernels to
+    (AVX512, AVX2, or the portable DEFAULT), and torch's CPU library, whose SLEEF math functions
+    the vectors call."""
+    cap = torch.backends.cpu.get_cpu_capability()
+    flags = list(aten_header_flags())
+    if cap in ("AVX512", "AVX2"):
+        flags += [f"-DCPU_CAPABILITY={cap}", f"-DCPU_CAPABILITY_{cap}"]
+    else:
+        flags += ["-DCPU_CAPABILITY=DEFAULT"]
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    flags += [f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"]
+    if shutil.which("ld.gold"):
+        flags.append("-fuse-ld=gold")  # reads libtorch_cpu's symbols in a third of ld.bfd's time
+    return tuple(flags)
+
+
+def load_cpp(source: str, aten_headers: bool = False, vec: bool = False):
     """Builds (or finds in the cache) the shared library for `source` and loads it.
-    aten_headers: the source includes ATen's headers (kernels calling its special functions)."""
+    aten_headers: the source includes ATen's headers (kernels calling its special functions).
+    vec: the source has vector loops (at::vec)."""
     opts = config.options
+    flags = vec_flags() if vec else aten_header_flags() if aten_headers else None
     built = _C.build_shared_library(
         source,
         cache_dir=opts.cache_dir,
         compiler=opts.compiler,
-        flags=list(aten_header_flags()) if aten_headers else None,
+        flags=list(flags) if flags else None,
         inject_build_failure=opts.inject_build_failure,
     )
     if "perf" in opts.logs:

@@ -33,11 +33,13 @@ struct Rendered {
   std::vector<KernelSource> kernels;
 };
 
-Rendered render(const graph::Graph& g) {
+// Scalar loops unless `vectorize` (the vector forms are tested in cpp_vec_test.cpp).
+Rendered render(const graph::Graph& g, bool vectorize = false) {
   Rendered r{lower::lower_graph(g), {}, {}};
   r.s = sched::schedule_program(r.prog);
   for (const sched::Kernel& k : r.s.kernels) {
-    r.kernels.push_back(render_cpp_kernel(r.prog, r.s, k, kernel_name(r.prog, k, "cpp", k.id)));
+    r.kernels.push_back(
+        render_cpp_kernel(r.prog, r.s, k, kernel_name(r.prog, k, "cpp", k.id), vectorize));
   }
   return r;
 }

@@ -36,11 +36,12 @@ struct Wrapped {
   }
 };
 
-Wrapped wrap(const graph::Graph& g) {
+Wrapped wrap(const graph::Graph& g, bool vectorize = false) {
   Wrapped w{lower::lower_graph(g), {}, {}, ""};
   w.s = sched::schedule_program(w.prog);
   for (const sched::Kernel& k : w.s.kernels) {
-    w.kernels.push_back(render_cpp_kernel(w.prog, w.s, k, kernel_name(w.prog, k, "cpp", k.id)));
+    w.kernels.push_back(
+        render_cpp_kernel(w.prog, w.s, k, kernel_name(w.prog, k, "cpp", k.id), vectorize));
   }
   w.text = render_python_wrapper(w.prog, w.s, w.kernels, "<kernel source>\n", "my_graph");
   return w;
@@ -83,6 +84,12 @@ TEST(PythonWrapper, ModuleHeaderLoadsTheKernels) {
             "_lib = coil_runtime.load_cpp(CPP_SOURCE)\n"
             "cpp_fused_add_exp_mul_relu_sub_0 = _lib.kernel('cpp_fused_add_exp_mul_relu_sub_0', 2, "
             "0)\n");
+}
+
+TEST(PythonWrapper, VectorKernelsBuildWithAtVec) {
+  Wrapped w = wrap(test::pointwise_chain(), true);
+  EXPECT_NE(w.text.find("_lib = coil_runtime.load_cpp(CPP_SOURCE, vec=True)\n"), std::string::npos)
+      << w.text;
 }
 
 TEST(PythonWrapper, CallTakesItsArgsAllocatesLaunchesAndReturns) {

@@ -1,12 +1,16 @@
 #include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/codegen/cpp/cpp_ops.h"
 #include "coil/codegen/cpp/cpp_special.h"
+#include "coil/codegen/cpp/cpp_vec.h"
 #include "coil/codegen/kernel_args.h"
 #include "coil/codegen/provenance.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -17,6 +21,7 @@ using graph::DType;
 using ir::Op;
 using ir::Value;
 using sym::Expr;
+using namespace cpp;  // NOLINT: the op texts (cpp_ops.h)
 
 namespace {
 
@@ -24,197 +29,19 @@ namespace {
 constexpr int64_t kParallelMinElements = 32768;
 // Kernel names list at most this many op names.
 constexpr size_t kMaxNameOps = 10;
+// Innermost loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail.
+constexpr int64_t kMinVectorTrip = 8;
 
-std::string ctype(DType d) {
-  return graph::dtype_cpp_type(d);
-}
-
-std::string float_literal(double v, DType d) {
-  std::string t = d == DType::Float64 ? "double" : "float";
-  if (std::isnan(v)) return "std::numeric_limits<" + t + ">::quiet_NaN()";
-  if (std::isinf(v))
-    return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
-  std::ostringstream s;
-  s << std::setprecision(d == DType::Float64 ? 17 : 9) << v;
-  std::string text = s.str();
-  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-  if (d != DType::Float64) text += "f";
-  return text;
-}
-
-std::string constant_text(Value v) {
-  DType d = v.dtype();
-  switch (d) {
-    case DType::Bool:
-      return v->ivalue ? "true" : "false";
-    case DType::Float32:
-    case DType::Float64:
-      return float_literal(v->fvalue, d);
-    case DType::BFloat16:
-    case DType::Float16:
-      return "static_cast<" + ctype(d) + ">(" + float_literal(v->fvalue, DType::Float32) + ")";
-    case DType::Int64:
-      if (v->ivalue == INT64_MIN) return "std::numeric_limits<int64_t>::min()";
-      return "static_cast<int64_t>(" + std::to_string(v->ivalue) + "LL)";
-    default:
-      return "static_cast<" + ctype(d) + ">(" + std::to_string(v->ivalue) + ")";
-  }
-}
-
-std::string unary_text(Op op, const std::string& a, DType d) {
-  bool is_float = graph::is_floating(d);
-  switch (op) {
-    case Op::Neg:
-      return "(-" + a + ")";
-    case Op::Abs:
-      return "std::abs(" + a + ")";
-    case Op::Exp:
-      return "std::exp(" + a + ")";
-    case Op::Exp2:
-      return "std::exp2(" + a + ")";
-    case Op::Log:
-      return "std::log(" + a + ")";
-    case Op::Log2:
-      return "std::log2(" + a + ")";
-    case Op::Log1p:
-      return "std::log1p(" + a + ")";
-    case Op::Expm1:
-      return "std::expm1(" + a + ")";
-    case Op::Sqrt:
-      return "std::sqrt(" + a + ")";
-    case Op::Rsqrt:
-      return "(" + ctype(d) + "(1) / std::sqrt(" + a + "))";
-    case Op::Sin:
-      return "std::sin(" + a + ")";
-    case Op::Cos:
-      return "std::cos(" + a + ")";
-    case Op::Tan:
-      return "std::tan(" + a + ")";
-    case Op::Asin:
-      return "std::asin(" + a + ")";
-    case Op::Acos:
-      return "std::acos(" + a + ")";
-    case Op::Atan:
-      return "std::atan(" + a + ")";
-    case Op::Sinh:
-      return "std::sinh(" + a + ")";
-    case Op::Cosh:
-      return "std::cosh(" + a + ")";
-    case Op::Tanh:
-      return "std::tanh(" + a + ")";
-    case Op::Sigmoid:
-      return "coil_sigmoid(" + a + ")";
-    case Op::Erf:
-      return "std::erf(" + a + ")";
-    case Op::Floor:
-      return is_float ? "std::floor(" + a + ")" : a;
-    case Op::Ceil:
-      return is_float ? "std::ceil(" + a + ")" : a;
-    case Op::Round:
-      return is_float ? "std::nearbyint(" + a + ")" : a;
-    case Op::Trunc:
-      return is_float ? "std::trunc(" + a + ")" : a;
-    case Op::Reciprocal:
-      return "(" + ctype(d) + "(1) / " + a + ")";
-    case Op::Sign:
-      return "coil_sign(" + a + ")";
-    case Op::IsNan:
-      return "coil_isnan(" + a + ")";
-    case Op::IsInf:
-      return "coil_isinf(" + a + ")";
-    case Op::LogicalNot:
-      return "(!" + a + ")";
-    case Op::BitwiseNot:
-      return "(~" + a + ")";
-    default:
-      throw std::logic_error(std::string("cpp codegen: not a unary op: ") + ir::op_name(op));
-  }
-}
-
-std::string binary_text(Op op, const std::string& a, const std::string& b, DType operand) {
-  std::string t = ctype(operand);
-  switch (op) {
-    case Op::Add:
-      return "(" + a + " + " + b + ")";
-    case Op::Sub:
-      return "(" + a + " - " + b + ")";
-    case Op::Mul:
-      return "(" + a + " * " + b + ")";
-    case Op::Div:
-      return "(" + a + " / " + b + ")";
-    case Op::FloorDiv:
-      return "coil_floordiv_t<" + t + ">(" + a + ", " + b + ")";
-    case Op::TruncDiv:
-      return "coil_truncdiv<" + t + ">(" + a + ", " + b + ")";
-    case Op::Remainder:
-      return "coil_remainder<" + t + ">(" + a + ", " + b + ")";
-    case Op::Fmod:
-      return "coil_fmod<" + t + ">(" + a + ", " + b + ")";
-    case Op::Pow:
-      return "coil_pow<" + t + ">(" + a + ", " + b + ")";
-    case Op::Atan2:
-      return "std::atan2(" + a + ", " + b + ")";
-    case Op::Maximum:
-      return "coil_max<" + t + ">(" + a + ", " + b + ")";
-    case Op::Minimum:
-      return "coil_min<" + t + ">(" + a + ", " + b + ")";
-    case Op::Lt:
-      return "(" + a + " < " + b + ")";
-    case Op::Le:
-      return "(" + a + " <= " + b + ")";
-    case Op::Gt:
-      return "(" + a + " > " + b + ")";
-    case Op::Ge:
-      return "(" + a + " >= " + b + ")";
-    case Op::Eq:
-      return "(" + a + " == " + b + ")";
-    case Op::Ne:
-      return "(" + a + " != " + b + ")";
-    case Op::LogicalAnd:
-      return "(" + a + " && " + b + ")";
-    case Op::LogicalOr:
-      return "(" + a + " || " + b + ")";
-    case Op::LogicalXor:
-      return "(" + a + " != " + b + ")";
-    case Op::BitwiseAnd:
-      return "(" + a + " & " + b + ")";
-    case Op::BitwiseOr:
-      return "(" + a + " | " + b + ")";
-    case Op::BitwiseXor:
-      return "(" + a + " ^ " + b + ")";
-    default:
-      throw std::logic_error(std::string("cpp codegen: not a binary op: ") + ir::op_name(op));
-  }
-}
-
-std::string reduction_identity(ir::ReductionType t, DType d) {
-  std::string ty = ctype(d);
-  bool is_float = graph::is_floating(d);
-  switch (t) {
-    case ir::ReductionType::Sum:
-      return ty + "(0)";
-    case ir::ReductionType::Prod:
-      return ty + "(1)";
-    case ir::ReductionType::Max:
-    case ir::ReductionType::ArgMax:
-      return is_float ? "-std::numeric_limits<" + ty + ">::infinity()"
-                      : "std::numeric_limits<" + ty + ">::lowest()";
-    case ir::ReductionType::Min:
-    case ir::ReductionType::ArgMin:
-      return is_float ? "std::numeric_limits<" + ty + ">::infinity()"
-                      : "std::numeric_limits<" + ty + ">::max()";
-    case ir::ReductionType::Any:
-      return "false";
-    case ir::ReductionType::All:
-      return "true";
-  }
-  return "";
-}
+// Thrown while rendering an innermost loop in vector form when a value varying along it has no
+// vector form; the loop is then rendered scalar. `why` goes into the kernel's header.
+struct NoVectorForm {
+  std::string why;
+};
 
 class Emitter {
  public:
-  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k)
-      : prog_(prog), s_(s), k_(k), env_(k.range_env()) {}
+  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k, bool vectorize)
+      : prog_(prog), s_(s), k_(k), env_(k.range_env()), vectorize_(vectorize) {}
 
   KernelSource render(const std::string& name) {
     KernelSource src;
@@ -248,6 +75,7 @@ class Emitter {
     src.code = code.str();
     src.args = args_;
     src.aten_math = aten_math_;
+    src.vectorized = vectorized_;
     std::set<std::string> origins;
     for (const sched::Member& m : k_.members)
       origins.insert(prog_.buffers[m.buffer].origins.begin(),
@@ -276,6 +104,7 @@ class Emitter {
     if (k_.has_reduction() && k_.column_block == 0) {
       c << "// decision: reduction looped over r inside each x point (CPU)\n";
     }
+    for (const std::string& d : vec_decisions_) c << "// decision: " << d << "\n";
     if (const ir::Buffer* sc = scatter()) {
       std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
                                                                      "index keeps one value)"
@@ -320,6 +149,10 @@ class Emitter {
   std::string value(Value root) {
     for (const Value& v : ir::topo_order({root})) {
       if (lookup(v)) continue;
+      if (vec_ && varies(v)) {
+        vector_value(v);
+        continue;
+      }
       std::string text;
       switch (v.op()) {
         case Op::Constant:
@@ -378,6 +211,261 @@ class Emitter {
     if (!special) return std::nullopt;
     aten_math_ |= special->aten_math;
     return special->text;
+  }
+
+  // ---- the innermost loop in vector form (cpp_vec.h) ----
+  // The loop being rendered in vector form: each iteration covers `count` consecutive values of
+  // `var` (one per lane), starting at var.
+  struct VecLoop {
+    std::string var;
+    Expr sym;
+    std::string count;
+    std::optional<DType> elem;  // the lanes' type (float32 or float64), from the first value
+  };
+
+  std::string vec() const {
+    if (!vec_->elem) throw NoVectorForm{"no floating-point value varies along the loop"};
+    return *vec_type(*vec_->elem);
+  }
+
+  // Values of type d may vary along the vector loop: the lanes' type, or masks.
+  void lane_type(DType d) {
+    if (d == DType::Bool) return;
+    if (!vec_type(d)) throw NoVectorForm{std::string(graph::dtype_name(d)) + " values vary"};
+    if (!vec_->elem) vec_->elem = d;
+    if (*vec_->elem != d) throw NoVectorForm{"float32 and float64 values vary in one loop"};
+  }
+
+  bool is_vector(const std::string& text) const { return vec_names_.count(text) > 0; }
+
+  bool mentions_loop_var(const Expr& e) const {
+    for (const Expr& x : sym::free_symbols(e)) {
+      if (x == vec_->sym) return true;
+    }
+    return false;
+  }
+
+  // Whether v differs between the lanes of the vector loop.
+  bool varies(Value v) const {
+    switch (v.op()) {
+      case Op::Constant:
+        return false;
+      case Op::Load:
+        if (available_.count(v->buffer) && !ir::has_indirect(v->index)) return false;
+        if (mentions_loop_var(v->index)) return true;
+        break;
+      case Op::IndexExpr:
+      case Op::Guard:
+        if (mentions_loop_var(v->index)) return true;
+        break;
+      default:
+        break;
+    }
+    for (const Value& a : v->args) {
+      if (is_vector(*lookup(a))) return true;
+    }
+    return false;
+  }
+
+  // An operand of a vector op: a vector variable, or a value the same in every lane, broadcast.
+  std::string vec_operand(const std::string& text, DType d) const {
+    if (is_vector(text)) return text;
+    if (d == DType::Bool) return "coil_vmask<" + vec() + ">(" + text + ")";
+    return vec() + "(" + text + ")";
+  }
+  std::string vec_operand(Value a) const { return vec_operand(*lookup(a), a.dtype()); }
+
+  // The step of idx between consecutive lanes, when it is the same for every lane.
+  std::optional<Expr> lane_step(const Expr& idx) const {
+    sym::ExprMap next{{vec_->sym, vec_->sym + 1}};
+    Expr step = sym::simplify(sym::substitute(idx, next) - idx, env_);
+    if (mentions_loop_var(step)) return std::nullopt;
+    return step;
+  }
+
+  // A vector of buf's elements at idx, one per lane: one load where idx is contiguous along the
+  // loop, else lane by lane.
+  std::string lanes_read(const std::string& buf, const Expr& idx) {
+    std::string at = index_text(buf, idx);
+    auto step = lane_step(idx);
+    if (step && step->as_int() == 1) {
+      return vec() + "::loadu(" + ptr_.at(buf) + " + (" + at + "), " + vec_->count + ")";
+    }
+    return "coil_vlanes<" + vec() + ">([&](int64_t " + vec_->var + ") { return " + ptr_.at(buf) +
+           "[" + at + "]; }, " + vec_->var + ", " + vec_->count + ")";
+  }
+
+  void vector_value(Value v) {
+    DType d = v.dtype();
+    std::string text;
+    switch (v.op()) {
+      case Op::Load: {
+        // An indirect index the same in every lane (an embedding row) is checked once, scalar.
+        for (const Value& a : ir::indirect_operands(v)) {
+          if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
+        }
+        lane_type(d);
+        if (d == DType::Bool) throw NoVectorForm{"a bool load varies"};
+        text = lanes_read(v->buffer, checked_index(v));
+        if (v->masked) {
+          const std::string& mask = *lookup(ir::load_mask(v));
+          if (is_vector(mask)) throw NoVectorForm{"a masked load's mask varies"};
+          text = "(" + mask + " ? " + text + " : " + vec() + "(0))";
+        }
+        break;
+      }
+      case Op::IndexExpr:
+        throw NoVectorForm{"an index value varies"};
+      case Op::Guard:
+        for (const Value& a : ir::indirect_operands(v)) {
+          if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
+        }
+        checked_index(v);
+        memo_.back()[v.get()] = *lookup(v->args[0]);
+        return;
+      case Op::Cast: {
+        DType from = v->args[0].dtype();
+        lane_type(from);
+        lane_type(d);
+        if (from == d) {
+          memo_.back()[v.get()] = *lookup(v->args[0]);
+          return;
+        }
+        if (from == DType::Bool) {
+          text = "(" + vec_operand(v->args[0]) + " & " + vec() + "(1))";  // true lanes -> 1
+        } else if (d == DType::Bool) {
+          text = "(" + vec_operand(v->args[0]) + " != " + vec() + "(0))";
+        } else {
+          throw NoVectorForm{"a cast between float types varies"};
+        }
+        break;
+      }
+      case Op::Where: {
+        lane_type(d);
+        std::string t = vec_operand(v->args[1]), f = vec_operand(v->args[2]);
+        const std::string& c = *lookup(v->args[0]);
+        text = is_vector(c) ? vec() + "::blendv(" + f + ", " + t + ", " + c + ")"
+                            : "(" + c + " ? " + t + " : " + f + ")";
+        break;
+      }
+      default: {
+        bool logical =
+            v.op() == Op::LogicalAnd || v.op() == Op::LogicalOr || v.op() == Op::LogicalXor;
+        for (const Value& a : v->args) {
+          lane_type(a.dtype());
+          if ((a.dtype() == DType::Bool) != logical) {
+            throw NoVectorForm{std::string(ir::op_name(v.op())) + " of bool values varies"};
+          }
+        }
+        lane_type(d);
+        std::optional<std::string> t;
+        if (v->args.size() == 1) t = vec_unary_text(v.op(), vec_operand(v->args[0]), vec());
+        if (v->args.size() == 2) {
+          t = vec_binary_text(v.op(), vec_operand(v->args[0]), vec_operand(v->args[1]), vec());
+        }
+        if (!t) throw NoVectorForm{std::string(ir::op_name(v.op())) + " has no vector form"};
+        text = *t;
+      }
+    }
+    std::string name = "tmp" + std::to_string(next_tmp_++);
+    line("auto " + name + " = " + text + ";");
+    memo_.back()[v.get()] = name;
+    vec_names_.insert(name);
+  }
+
+  void vector_store(const ir::Buffer& b, const Expr& idx, const std::string& val) {
+    DType d = b.layout.dtype;
+    lane_type(d);
+    if (d == DType::Bool) throw NoVectorForm{"a bool store varies"};
+    if (!mentions_loop_var(idx)) throw NoVectorForm{"a store's index is the same in every lane"};
+    std::string v = vec_operand(val, d);
+    std::string at = index_text(b.name, idx);
+    auto step = lane_step(idx);
+    if (step && step->as_int() == 1) {
+      line(v + ".store(" + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
+      return;
+    }
+    line("coil_vstore_lanes(" + v + ", [&](int64_t " + vec_->var + ", " + ctype(d) + " e) { " +
+         ptr_.at(b.name) + "[" + at + "] = e; }, " + vec_->var + ", " + vec_->count + ");");
+  }
+
+  // What rendering a loop changes, restored when its vector form is abandoned.
+  struct Snapshot {
+    std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo;
+    std::map<std::string, std::string> available;
+    std::set<std::string> vec_names;
+    sym::RangeEnv env;
+    int next_tmp, indent;
+    bool aten_math;
+  };
+  Snapshot snapshot() const {
+    return {memo_, available_, vec_names_, env_, next_tmp_, indent_, aten_math_};
+  }
+  void restore(const Snapshot& s) {
+    memo_ = s.memo;
+    available_ = s.available;
+    vec_names_ = s.vec_names;
+    env_ = s.env;
+    next_tmp_ = s.next_tmp;
+    indent_ = s.indent;
+    aten_math_ = s.aten_math;
+  }
+
+  // Renders a loop nest through render(vector) in vector form over the innermost loop `var`, or,
+  // where some value has no vector form, scalar; the choice goes into the kernel's header.
+  void with_vector_attempt(const std::string& var, bool allowed, const std::string& not_allowed,
+                           const std::function<void(bool)>& render) {
+    if (allowed) {
+      Snapshot saved = snapshot();
+      std::ostringstream* out = out_;
+      std::ostringstream attempt;
+      out_ = &attempt;
+      vec_ = VecLoop{var, Expr::symbol(var), "n_" + var, std::nullopt};
+      try {
+        render(true);
+        out_ = out;
+        *out_ << attempt.str();
+        vectorized_ = true;
+        vec_decisions_.push_back("loop " + var + " vectorized (at::vec " + vec_last_type_ +
+                                 ", a masked tail)");
+        vec_.reset();
+        return;
+      } catch (const NoVectorForm& e) {
+        out_ = out;
+        vec_.reset();
+        restore(saved);
+        vec_decisions_.push_back("loop " + var + " scalar (omp simd): " + e.why);
+      }
+    } else if (!not_allowed.empty()) {
+      vec_decisions_.push_back("loop " + var + " scalar (omp simd): " + not_allowed);
+    }
+    render(false);
+  }
+
+  // The vector loop over vec_->var in [begin, end): each iteration covers a vector's lanes
+  // (fewer in the last, masked). The body is rendered first: its values fix the lanes' type.
+  void vector_loop(const std::string& begin, const std::string& end, const std::string& pragma,
+                   const std::function<void()>& body) {
+    std::ostringstream* out = out_;
+    std::ostringstream inner;
+    out_ = &inner;
+    ++indent_;
+    body();
+    --indent_;
+    out_ = out;
+    vec_last_type_ = vec();
+    if (!pragma.empty()) line(pragma);
+    const std::string& var = vec_->var;
+    // (An OpenMP loop's increment must be a variable or constant, not VecF::size().)
+    std::string lanes = vec() + "_lanes";
+    line("for (int64_t " + var + " = " + begin + "; " + var + " < " + end + "; " + var +
+         " += " + lanes + ") {");
+    ++indent_;
+    line("const int64_t " + vec_->count + " = std::min<int64_t>(" + lanes + ", " + end + " - " +
+         var + ");");
+    *out_ << inner.str();
+    --indent_;
+    line("}");
   }
 
   const std::string* lookup(Value v) const {
@@ -457,6 +545,10 @@ class Emitter {
     }
     if (!stored(b.name)) return;
     Expr idx = sym::substitute(b.write_index(), m.var_map);
+    if (vec_) {
+      vector_store(b, idx, val);
+      return;
+    }
     line(ptr_.at(b.name) + "[" + index_text(b.name, idx) + "] = " + val + ";");
   }
 
@@ -491,6 +583,9 @@ class Emitter {
     if (column() && !m.inner) {
       var = lane(var);
       line(var + " = " + val + ";");
+    } else if (vec_ && is_vector(val)) {
+      line("auto " + var + " = " + val + ";");
+      vec_names_.insert(var);
     } else {
       line(ctype(b.layout.dtype) + " " + var + " = " + val + ";");
     }
@@ -542,6 +637,23 @@ class Emitter {
       close_lanes();
       return;
     }
+    // Column mode keeps its lane loops scalar (omp simd over a block of x points).
+    if (k_.rsizes.empty()) {  // a reduction over no dims (of a 0-d tensor)
+      render_reduction_loops(stage, false);
+      return;
+    }
+    std::string r = "r" + std::to_string(k_.rsizes.size() - 1);
+    auto trip = k_.rsizes.back().as_int();
+    bool allowed = vectorize_ && !column() && (!trip || *trip >= kMinVectorTrip);
+    // (Nothing is noted where vectorization is off or column mode keeps its own lane loops.)
+    std::string why = column() || !vectorize_ ? "" : "too few iterations";
+    with_vector_attempt(r, allowed, why,
+                        [&](bool vector) { render_reduction_loops(stage, vector); });
+  }
+
+  // The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
+  // r loop runs in vector form), and the results they leave for each x point.
+  void render_reduction_loops(const sched::Stage& stage, bool vector) {
     // Accumulators for the reductions of this loop (one per lane in column mode).
     std::vector<const sched::Member*> reductions;
     bool all_sums = true;
@@ -553,6 +665,15 @@ class Emitter {
       reductions.push_back(&m);
       DType acc = b.body.dtype();
       std::string init = reduction_identity(*b.reduction, acc);
+      all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
+      if (vector) {
+        lane_type(acc);
+        if (acc == DType::Bool || !vec_combine_text(*b.reduction, "a", "b")) {
+          throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
+        }
+        line(vec() + " vacc_" + b.name + "(" + init + ");");
+        continue;
+      }
       line(ctype(acc) + " acc_" + b.name + block + (column() ? ";" : " = " + init + ";"));
       if (is_arg_reduction(b)) line("int64_t acci_" + b.name + block + (column() ? ";" : " = 0;"));
       if (column()) {
@@ -560,12 +681,11 @@ class Emitter {
         if (is_arg_reduction(b))
           line("for (int64_t xi = 0; xi < xn; ++xi) acci_" + b.name + "[xi] = 0;");
       }
-      all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
     }
     std::string sum_list;
     for (const auto* m : reductions) {
-      sum_list +=
-          (sum_list.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name;
+      sum_list += (sum_list.empty() ? "" : ", ") + std::string(vector ? "vacc_" : "acc_") +
+                  prog_.buffers[m->buffer].name;
     }
     std::string simd_clauses = simd_reduction_clauses(reductions);
     // A kernel reducing everything to one value (no x loops) splits its sums across threads;
@@ -575,9 +695,10 @@ class Emitter {
     bool split_sums = k_.xsizes.empty() && all_sums && !reductions.empty() &&
                       k_.stages.size() == 1 &&
                       (!rwork.as_int() || *rwork.as_int() >= kParallelMinElements);
-    for (size_t j = 0; j < k_.rsizes.size(); ++j) {
+    size_t nr = k_.rsizes.size();
+    for (size_t j = 0; j + (vector ? 1 : 0) < nr; ++j) {
       std::string r = "r" + std::to_string(j);
-      bool innermost = j + 1 == k_.rsizes.size() && !column();
+      bool innermost = j + 1 == nr && !column();
       if (j == 0 && split_sums) {
         line(std::string("#pragma omp parallel for") + (innermost ? " simd" : "") +
              " reduction(+:" + sum_list + ")");
@@ -592,63 +713,55 @@ class Emitter {
            r + ") {");
       ++indent_;
     }
-    memo_.emplace_back();
-    open_lanes(true);
-    std::map<std::string, std::string> saved_available = available_;
-    for (int mi : stage.members) {
-      const sched::Member& m = k_.members[mi];
-      const ir::Buffer& b = prog_.buffers[m.buffer];
-      if (!b.is_reduction()) {
-        emit_pointwise(m);
-        continue;
-      }
-      std::string val = value(kernel_body(m));
-      std::string acc = lane("acc_" + b.name);
-      DType t = b.body.dtype();
-      switch (*b.reduction) {
-        case ir::ReductionType::Sum:
-          line(acc + " = " + acc + " + " + val + ";");
-          break;
-        case ir::ReductionType::Prod:
-          line(acc + " = " + acc + " * " + val + ";");
-          break;
-        case ir::ReductionType::Max:
-          line(acc + " = coil_max<" + ctype(t) + ">(" + acc + ", " + val + ");");
-          break;
-        case ir::ReductionType::Min:
-          line(acc + " = coil_min<" + ctype(t) + ">(" + acc + ", " + val + ");");
-          break;
-        case ir::ReductionType::Any:
-          line(acc + " = " + acc + " || " + val + ";");
-          break;
-        case ir::ReductionType::All:
-          line(acc + " = " + acc + " && " + val + ";");
-          break;
-        case ir::ReductionType::ArgMax:
-        case ir::ReductionType::ArgMin: {
-          // The row-major position within this buffer's own reduction ranges.
-          Expr pos = 0;
-          for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
-            pos =
-                pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
-          }
-          std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
-          line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc +
-               "))) {");
-          line("  " + acc + " = " + val + ";");
-          line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) +
-               ";");
-          line("}");
-          break;
+    auto body = [&] {
+      memo_.emplace_back();
+      open_lanes(true);
+      std::map<std::string, std::string> saved_available = available_;
+      for (int mi : stage.members) {
+        const sched::Member& m = k_.members[mi];
+        const ir::Buffer& b = prog_.buffers[m.buffer];
+        if (!b.is_reduction()) {
+          emit_pointwise(m);
+          continue;
         }
+        std::string val = value(kernel_body(m));
+        if (vector) {
+          std::string acc = "vacc_" + b.name;
+          std::string combined =
+              *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
+          // Lanes past the end of the row keep the accumulator.
+          line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count + ");");
+          continue;
+        }
+        accumulate(m, val);
       }
-    }
-    available_ = saved_available;
-    close_lanes();
-    memo_.pop_back();
-    for (size_t j = 0; j < k_.rsizes.size(); ++j) {
-      --indent_;
-      line("}");
+      available_ = saved_available;
+      close_lanes();
+      memo_.pop_back();
+    };
+    if (vector) {
+      std::string pragma =
+          nr == 1 && split_sums ? "#pragma omp parallel for reduction(+:" + sum_list + ")" : "";
+      vector_loop("0", sym::to_cpp(k_.rsizes.back(), env_), pragma, body);
+      for (size_t j = 0; j + 1 < nr; ++j) {
+        --indent_;
+        line("}");
+      }
+      // Each accumulator's lanes, combined.
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        std::string t = ctype(b.body.dtype());
+        line(t + " acc_" + b.name + " = at::vec::vec_reduce_all<" + t + ">([](const " + vec() +
+             "& a, const " + vec() + "& b) { return " + *vec_combine_text(*b.reduction, "a", "b") +
+             "; }, vacc_" + b.name + ");");
+      }
+      vec_.reset();
+    } else {
+      body();
+      for (size_t j = 0; j < nr; ++j) {
+        --indent_;
+        line("}");
+      }
     }
     // Results of the loop: one value per x point.
     open_lanes(false);
@@ -667,6 +780,49 @@ class Emitter {
       store(b, *m, var);
     }
     close_lanes();
+  }
+
+  // One step of a scalar reduction: the accumulator takes the member's value `val`.
+  void accumulate(const sched::Member& m, const std::string& val) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    std::string acc = lane("acc_" + b.name);
+    DType t = b.body.dtype();
+    switch (*b.reduction) {
+      case ir::ReductionType::Sum:
+        line(acc + " = " + acc + " + " + val + ";");
+        break;
+      case ir::ReductionType::Prod:
+        line(acc + " = " + acc + " * " + val + ";");
+        break;
+      case ir::ReductionType::Max:
+        line(acc + " = coil_max<" + ctype(t) + ">(" + acc + ", " + val + ");");
+        break;
+      case ir::ReductionType::Min:
+        line(acc + " = coil_min<" + ctype(t) + ">(" + acc + ", " + val + ");");
+        break;
+      case ir::ReductionType::Any:
+        line(acc + " = " + acc + " || " + val + ";");
+        break;
+      case ir::ReductionType::All:
+        line(acc + " = " + acc + " && " + val + ";");
+        break;
+      case ir::ReductionType::ArgMax:
+      case ir::ReductionType::ArgMin: {
+        // The row-major position within this buffer's own reduction ranges.
+        Expr pos = 0;
+        for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
+          pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
+        }
+        std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
+        line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc +
+             "))) {");
+        line("  " + acc + " = " + val + ";");
+        line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) +
+             ";");
+        line("}");
+        break;
+      }
+    }
   }
 
   std::string loop_header(const std::string& var, const std::string& begin, const std::string& end,
@@ -693,6 +849,7 @@ class Emitter {
     // leading loops that are perfectly nested.
     std::vector<std::string> headers;
     size_t parallel_loops = 0;
+    std::string inner_begin = "0", inner_end = nx ? sym::to_cpp(k_.xsizes.back(), env_) : "";
     auto size = [&](size_t i) { return sym::to_cpp(k_.xsizes[i], env_); };
     if (column()) {
       for (size_t i = 0; i + 1 < nx; ++i)
@@ -709,14 +866,15 @@ class Emitter {
       std::string a = "x" + std::to_string(nx - 2), b = "x" + std::to_string(nx - 1);
       headers.push_back(
           loop_header(a, "xt0", "std::min<int64_t>(xt0 + " + t + ", " + size(nx - 2) + ")"));
-      headers.push_back(
-          loop_header(b, "xt1", "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")"));
+      inner_begin = "xt1";
+      inner_end = "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")";
+      headers.push_back(loop_header(b, inner_begin, inner_end));
     } else {
       for (size_t i = 0; i < nx; ++i)
         headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
       parallel_loops = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
     }
-    for (size_t i = 0; i < headers.size(); ++i) {
+    auto open_loop = [&](size_t i) {
       bool innermost_pointwise = pointwise && i + 1 == headers.size() && simd;
       if (i == 0 && parallel && parallel_loops > 0) {
         std::string pragma = "#pragma omp parallel for";
@@ -728,7 +886,11 @@ class Emitter {
       }
       line(headers[i]);
       ++indent_;
-    }
+    };
+    // A pointwise kernel's innermost loop is rendered with its body, in vector form if it can be.
+    bool vector_inner = pointwise && simd && nx > 0;
+    size_t outer = vector_inner ? headers.size() - 1 : headers.size();
+    for (size_t i = 0; i < outer; ++i) open_loop(i);
     if (column()) {
       line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " +
            size(nx - 1) + " - xc);");
@@ -739,10 +901,32 @@ class Emitter {
         line(ctype(b.layout.dtype) + " v_" + b.name + "[" + std::to_string(k_.column_block) + "];");
       }
     }
-    memo_.emplace_back();
-    for (const sched::Stage& stage : k_.stages) render_stage(stage);
-    memo_.pop_back();
-    for (size_t i = 0; i < headers.size(); ++i) {
+    auto body = [&] {
+      memo_.emplace_back();
+      for (const sched::Stage& stage : k_.stages) render_stage(stage);
+      memo_.pop_back();
+    };
+    if (vector_inner) {
+      size_t i = headers.size() - 1;
+      std::optional<int64_t> trip =
+          tiled ? std::optional<int64_t>(k_.tile) : k_.xsizes.back().as_int();
+      bool allowed = vectorize_ && (!trip || *trip >= kMinVectorTrip);
+      std::string why = !vectorize_ ? "" : "too few iterations";
+      with_vector_attempt("x" + std::to_string(nx - 1), allowed, why, [&](bool vector) {
+        if (vector) {
+          std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
+          vector_loop(inner_begin, inner_end, pragma, body);
+          return;
+        }
+        open_loop(i);
+        body();
+        --indent_;
+        line("}");
+      });
+    } else {
+      body();
+    }
+    for (size_t i = 0; i < outer; ++i) {
       --indent_;
       line("}");
     }
@@ -760,6 +944,14 @@ class Emitter {
   std::map<std::string, std::string> ptr_;
   std::map<std::string, std::string> available_;  // buffer -> variable holding its value here
   std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
+  // Vector form (cpp_vec.h): allowed at all, the loop being rendered in it, the variables
+  // holding vectors, and what was decided for each innermost loop.
+  bool vectorize_;
+  std::optional<VecLoop> vec_;
+  std::set<std::string> vec_names_;
+  std::string vec_last_type_;
+  std::vector<std::string> vec_decisions_;
+  bool vectorized_ = false;
 };
 
 }  // namespace
@@ -789,8 +981,8 @@ std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const s
 }
 
 KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s,
-                               const sched::Kernel& k, const std::string& name) {
-  Emitter e(prog, s, k);
+                               const sched::Kernel& k, const std::string& name, bool vectorize) {
+  Emitter e(prog, s, k, vectorize);
   return e.render(name);
 }
 

@@ -54,6 +54,9 @@ struct KernelSource {
   // C++ kernels: calls ATen's scalar special functions, so the kernel file needs prelude.h's
   // kAtenMathPrelude and torch's headers to build.
   bool aten_math = false;
+  // C++ kernels: an innermost loop is in vector form (at::vec), so the kernel file needs
+  // prelude.h's kVecPrelude and torch's headers and library to build.
+  bool vectorized = false;
   // Set when an earlier kernel of the graph has the same code (kernel_dedup.h): this kernel's
   // code is not emitted again, and its launch sites call that kernel.
   std::string same_code_as;
@@ -63,7 +66,10 @@ struct KernelSource {
 std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const std::string& prefix,
                         int n);
 
+// vectorize: innermost loops in vector form (at::vec, cpp_vec.h) where every value varying along
+// them has one; false: every loop scalar, left to the compiler's vectorizer (omp simd).
 KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s,
-                               const sched::Kernel& k, const std::string& name);
+                               const sched::Kernel& k, const std::string& name,
+                               bool vectorize = true);
 
 }  // namespace coil::codegen

@@ -327,4 +327,48 @@ inline coil_half coil_polygamma(coil_half n, coil_half x) {
 }  // namespace
 )PRELUDE";
 
+// Appended to kPrelude in kernel files with vector loops (codegen/cpp/cpp_vec.h): ATen's SIMD
+// library, built for the CPU capability torch runs its own kernels with (CPU_CAPABILITY_AVX512,
+// _AVX2, ... from python/coil/runtime.py), and the few helpers coil's vector loops use. Its math
+// functions are SLEEF's, in torch's own library, which such files link.
+inline constexpr const char* kVecPrelude =
+    R"PRELUDE(
+#include <ATen/cpu/vec/functional_base.h>
+#include <ATen/cpu/vec/vec.h>
+
+namespace {
+
+using VecF = at::vec::Vectorized<float>;
+using VecD = at::vec::Vectorized<double>;
+// Lanes per vector (16 floats with AVX-512, 8 with AVX2), as constants loops can step by.
+constexpr int64_t VecF_lanes = VecF::size();
+constexpr int64_t VecD_lanes = VecD::size();
+
+// A mask vector: every bit set in each lane when b.
+template <typename V>
+inline V coil_vmask(bool b) {
+  return b ? (V(0) == V(0)) : V(0);
+}
+// f(var) for the n lanes var = base, base + 1, ...: reads that are not contiguous along the loop.
+template <typename V, typename F>
+inline V coil_vlanes(const F& f, int64_t base, int64_t n) {
+  alignas(64) typename V::value_type lanes[V::size()] = {};
+  for (int64_t l = 0; l < n; ++l) lanes[l] = f(base + l);
+  return V::loadu(lanes);
+}
+// f(var, lane value) for the n lanes: stores that are not contiguous along the loop.
+template <typename V, typename F>
+inline void coil_vstore_lanes(const V& v, const F& f, int64_t base, int64_t n) {
+  alignas(64) typename V::value_type lanes[V::size()];
+  v.store(lanes);
+  for (int64_t l = 0; l < n; ++l) f(base + l, lanes[l]);
+}
+
+}  // namespace
+
+// Sums of vector accumulators split across threads.
+#pragma omp declare reduction(+ : VecF : omp_out = omp_out + omp_in) initializer(omp_priv = VecF(0))
+#pragma omp declare reduction(+ : VecD : omp_out = omp_out + omp_in) initializer(omp_priv = VecD(0))
+)PRELUDE";
+
 }  // namespace coil::codegen::cpp

@@ -264,11 +264,14 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   out << function_imports(prog);
   if (!kernels.empty() && !triton) {
     out << "CPP_SOURCE = r'''\n" << kernel_file_source << "'''\n\n";
-    bool aten_math = false;
-    for (const KernelSource& k : kernels) aten_math |= k.aten_math;
+    bool aten_math = false, vectorized = false;
+    for (const KernelSource& k : kernels) {
+      aten_math |= k.aten_math;
+      vectorized |= k.vectorized;
+    }
     // Kernels calling ATen's scalar special functions build against torch's headers.
     out << "_lib = coil_runtime.load_cpp(CPP_SOURCE" << (aten_math ? ", aten_headers=True" : "")
-        << ")\n";
+        << (vectorized ? ", vec=True" : "") << ")\n";
     for (const KernelSource& k : kernels) {
       if (!k.same_code_as.empty()) continue;
       out << k.name << " = _lib.kernel(" << quote(k.name) << ", " << k.args.size() << ", "

@@ -1,0 +1,109 @@
+// Tests for the vector form of C++ kernels (codegen/cpp/cpp_vec.h and the vector loops of
+// cpp_kernel.cpp): which innermost loops vectorize, what they render to, and why the others stay
+// scalar. That the vector kernels build and compute eager's values is tested from Python
+// (tests/python/test_cpu_vec.py), where torch's headers are at hand.
+#include <gtest/gtest.h>
+
+#include "../test_graphs.h"
+#include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/codegen/cpp/cpp_vec.h"
+#include "coil/lower/lowering.h"
+
+namespace coil::codegen {
+namespace {
+
+using graph::Arg;
+using graph::DType;
+using sym::Expr;
+using test::contiguous;
+using test::GraphBuilder;
+
+std::vector<KernelSource> render(const graph::Graph& g) {
+  ir::Program prog = lower::lower_graph(g);
+  sched::Schedule s = sched::schedule_program(prog);
+  std::vector<KernelSource> out;
+  for (const sched::Kernel& k : s.kernels) {
+    out.push_back(render_cpp_kernel(prog, s, k, kernel_name(prog, k, "cpp", k.id), true));
+  }
+  return out;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(CppVec, PointwiseChainIsOneVectorLoopWithAMaskedTail) {
+  std::vector<KernelSource> k = render(test::pointwise_chain());
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(k[0].vectorized);
+  EXPECT_TRUE(contains(c, "// decision: loop x1 vectorized (at::vec VecF, a masked tail)")) << c;
+  EXPECT_TRUE(contains(c, "x1 += VecF_lanes) {")) << c;
+  EXPECT_TRUE(contains(c, "const int64_t n_x1 = std::min<int64_t>(VecF_lanes, ")) << c;
+  EXPECT_TRUE(contains(c, "VecF::loadu(in_ptr0 + (")) << c;
+  EXPECT_TRUE(contains(c, ".exp()")) << c;
+  EXPECT_TRUE(contains(c, ".store(out_ptr0 + (")) << c;
+  EXPECT_FALSE(contains(c, "#pragma omp simd")) << c;
+}
+
+TEST(CppVec, SoftmaxRowsAccumulateInVectorsAndReduceTheLanes) {
+  std::vector<KernelSource> k = render(test::softmax());
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c, "VecF vacc_buf0(-std::numeric_limits<float>::infinity());")) << c;
+  // Lanes past the row's end keep the accumulator; the max combines NaN-propagating.
+  EXPECT_TRUE(contains(c, "vacc_buf0 = VecF::set(vacc_buf0, at::vec::maximum(vacc_buf0, ")) << c;
+  EXPECT_TRUE(contains(c, "float acc_buf0 = at::vec::vec_reduce_all<float>(")) << c;
+  EXPECT_TRUE(contains(c, "VecF(v_buf0)")) << c;  // the row's max, broadcast
+}
+
+TEST(CppVec, TransposedReadsGoLaneByLane) {
+  std::vector<KernelSource> k = render(test::transpose_add());
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_TRUE(contains(k[0].code, "coil_vlanes<VecF>([&](int64_t x1) { return in_ptr")) << k[0].code;
+}
+
+TEST(CppVec, Float64KernelsUseDoubleVectors) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 64}, DType::Float64));
+  Arg y = b.call("exp", "aten.exp.default", {x}, contiguous({4, 64}, DType::Float64));
+  std::vector<KernelSource> k = render(b.finish({y}));
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_TRUE(contains(k[0].code, "VecD::loadu(")) << k[0].code;
+}
+
+TEST(CppVec, LoopsWithoutAVectorFormStayScalarAndSayWhy) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 64}, DType::Int64));
+  Arg y = b.call("neg", "aten.neg.default", {x}, contiguous({4, 64}, DType::Int64));
+  std::vector<KernelSource> k = render(b.finish({y}));
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_FALSE(k[0].vectorized);
+  EXPECT_TRUE(contains(k[0].code, "// decision: loop x1 scalar (omp simd): int64 values vary"))
+      << k[0].code;
+  EXPECT_TRUE(contains(k[0].code, "#pragma omp simd")) << k[0].code;
+  EXPECT_FALSE(contains(k[0].code, "auto tmp")) << k[0].code;  // nothing left of the attempt
+}
+
+TEST(CppVec, ShortLoopsStayScalar) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({64, 3}));
+  Arg y = b.call("exp", "aten.exp.default", {x}, contiguous({64, 3}));
+  std::vector<KernelSource> k = render(b.finish({y}));
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_TRUE(contains(k[0].code, "scalar (omp simd): too few iterations")) << k[0].code;
+}
+
+TEST(CppVec, OpTextsUseAtVec) {
+  EXPECT_EQ(cpp::vec_type(DType::Float32), "VecF");
+  EXPECT_EQ(cpp::vec_type(DType::Int32), std::nullopt);
+  EXPECT_EQ(cpp::vec_unary_text(ir::Op::Tanh, "a", "VecF"), "a.tanh()");
+  EXPECT_EQ(cpp::vec_unary_text(ir::Op::Sigmoid, "a", "VecF"),
+            "(VecF(1) / (VecF(1) + a.neg().exp()))");
+  EXPECT_EQ(cpp::vec_binary_text(ir::Op::Maximum, "a", "b", "VecF"), "at::vec::maximum(a, b)");
+  EXPECT_EQ(cpp::vec_binary_text(ir::Op::FloorDiv, "a", "b", "VecF"), std::nullopt);
+  EXPECT_EQ(cpp::vec_combine_text(ir::ReductionType::ArgMax, "a", "b"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace coil::codegen
