@@ -1,10 +1,10 @@
 """CUDA graphs under mode="reduce-overhead" (python/coil/cudagraphs.py) on a CUDA GPU: graphs are
 recorded into PyTorch's CUDA-graph trees and replayed with eager's numbers; new input values are
 copied in; a new size records a new graph (up to cudagraph_max_recordings); parameters are read
-in place; an output overwritten by a later replay is an error to read, as under Inductor; a
-training step (forward and backward graphs) replays step after step with eager's losses and
-gradients; graphs that are not safe (a CPU op, a mutated input) run uncaptured with a warning.
-Skipped where torch.cuda.is_available() is False."""
+in place; a replay writes over the previous replay's outputs, and reading freed output memory is
+an error, as under Inductor; a training step (forward and backward graphs) replays step after
+step with eager's losses and gradients; graphs that are not safe (a CPU op, a mutated input) run
+uncaptured with a warning. Skipped where torch.cuda.is_available() is False."""
 
 import warnings
 
@@ -132,20 +132,24 @@ def test_parameters_are_static_inputs_not_copied():
 
 
 def test_output_overwritten_by_the_next_replay():
+    # As under Inductor: a replay returns the same output tensors as the replay before, with new
+    # values; memory of an earlier warm-up or recording that the tree freed is an error to read.
     model = _inference_model()
     fn = torch.compile(model, backend="coil", mode="reduce-overhead")
-    x = torch.randn(8, 64, device="cuda")
-    for _ in range(CALLS):
-        fn(x)
-    first = fn(x)
-    kept = first.clone()
-    second = fn(x)
+    x1, x2 = torch.randn(8, 64, device="cuda"), torch.randn(8, 64, device="cuda")
+    warm = fn(x1)  # the warm-up call
+    fn(x1)  # the recording
     with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
-        print(first)
-    torch.testing.assert_close(second, kept)
-    # marking a new step explicitly is what the docs say to do
-    torch.compiler.cudagraph_mark_step_begin()
-    torch.testing.assert_close(fn(x), model(x), atol=1e-4, rtol=1e-4)
+        print(warm)
+    first = fn(x1)  # a replay
+    kept = first.clone()
+    second = fn(x2)  # the next replay writes over first
+    torch.testing.assert_close(second, model(x2), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(first, second)
+    torch.testing.assert_close(kept, model(x1), atol=1e-4, rtol=1e-4)
+    assert not torch.equal(kept, second)
+    torch.compiler.cudagraph_mark_step_begin()  # what the docs say to call before a new step
+    torch.testing.assert_close(fn(x1), model(x1), atol=1e-4, rtol=1e-4)
 
 
 def test_training_steps_match_eager():
