@@ -21,7 +21,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from coil import _C, config, fx_import, partition, runtime
+from coil import _C, config, cudagraphs, fx_import, partition, runtime
 
 
 class CoilWarning(UserWarning):
@@ -54,6 +54,14 @@ class CompiledGraph:
     frame: str = ""
     recompile_reason: str = ""
     options: config.Options | None = None  # what the graph compiled under
+    # CUDA graphs (options cudagraphs=True, mode="reduce-overhead"; python/coil/cudagraphs.py):
+    # whether calls are recorded and replayed, why not (or, when captured, a later change such as
+    # the size limit reached), the inputs read in place (parameters, buffers), and how many
+    # distinct sizes have been recorded.
+    cudagraph: bool = False
+    cudagraph_reason: str = ""
+    cudagraph_static_inputs: list = dataclasses.field(default_factory=list)
+    cudagraph_sizes: int = 0
 
 
 _records: list[CompiledGraph] = []
@@ -163,6 +171,11 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     boxed callable. Never raises for a graph coil cannot handle: that graph runs eagerly, with a
     CoilWarning naming the debug folder."""
     opts = opts or config.for_compile()
+    return _compile_graph(gm, example_inputs, kind, opts)[0]
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
+    """(boxed call, its CompiledGraph record, the tensor constants the call appends)."""
     with config.active(opts):
         return _compile(gm, example_inputs, kind, opts)
 
@@ -212,7 +225,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
     _log(opts, result["artifacts"], record.fallback_ops, record)
     call = _with_constants(module.call, imported.constants)
     call._boxed_call = True
-    return call
+    return call, record, imported.constants
 
 
 def _with_constants(call, constants: list):
@@ -250,23 +263,34 @@ def _eager(gm, record: CompiledGraph, why: str, folder: str | None):
     record.eager_reason = why
     where = f" Debug folder: {folder}" if folder else " Set COIL_DEBUG=1 to keep the graph's artifacts."
     warnings.warn(f"coil: graph {record.graph_id} runs eagerly ({why}).{where}", CoilWarning, stacklevel=2)
-    return make_boxed_func(gm.forward)
+    return make_boxed_func(gm.forward), record, []
 
 
-def _compilers(opts: config.Options) -> dict:
+def _compilers(opts: config.Options, function: cudagraphs.Function) -> dict:
     """AOTAutograd's compilers for one function, bound to its options (a backward graph compiles
-    at the first backward call, after torch.compile has returned)."""
+    at the first backward call, after torch.compile has returned) and, under cudagraphs, to what
+    its graphs share in CUDA graphs (`function`)."""
+
+    def compile_one(gm, example_inputs, kind):
+        call, record, constants = _compile_graph(gm, example_inputs, kind, opts)
+        if not opts.cudagraphs:
+            return call
+        return cudagraphs.wrap(call, gm, example_inputs, record, constants, function,
+                               opts.cudagraph_max_recordings)
 
     def inference_compiler(gm, example_inputs):
-        return compile_fx_graph(gm, example_inputs, "inference", opts)
+        return compile_one(gm, example_inputs, "inference")
 
     def forward_compiler(gm, example_inputs):
-        return compile_fx_graph(gm, example_inputs, "forward", opts)
+        return compile_one(gm, example_inputs, "forward")
 
     def backward_compiler(gm, example_inputs):
         if not opts.compile_backward:
-            return make_boxed_func(gm.forward)
-        return compile_fx_graph(gm, example_inputs, "backward", opts)
+            call = make_boxed_func(gm.forward)
+            if opts.cudagraphs and function.forward_captured:
+                return cudagraphs.uncaptured_backward(call, function)
+            return call
+        return compile_one(gm, example_inputs, "backward")
 
     return {
         "fw_compiler": forward_compiler,
@@ -280,19 +304,12 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
     """The Dynamo backend: AOTAutograd with coil as the forward/backward/inference compiler.
     mode/options: torch.compile's (see config.for_compile and config.MODES)."""
     opts = config.for_compile(mode, options)
-    if opts.cudagraphs:
-        why = f"mode={mode!r}" if mode else "options cudagraphs=True"
-        warnings.warn(
-            f"coil: {why} asks for CUDA graphs, which coil does not implement yet; the compiled "
-            "graphs run without them (every other option applies)",
-            CoilWarning,
-            stacklevel=2,
-        )
+    function = cudagraphs.Function(num_dynamo_inputs=len(example_inputs))
     extra = {}
     if opts.partitioner == "min_cut":
         extra["partition_fn"] = partition.min_cut_partition
     aot = aot_autograd(
-        **_compilers(opts),
+        **_compilers(opts, function),
         decompositions=_decompositions(bool(opts.fallback_random)),
         keep_inference_input_mutations=True,
         **extra,

@@ -75,9 +75,14 @@ class Options:
     # C++ kernels: innermost loops in vector form through ATen's at::vec where every value that
     # varies along them has one (False: scalar loops, left to the compiler's auto-vectorizer).
     cpp_vectorize: bool = True
-    # CUDA graphs around each compiled call (mode="reduce-overhead"): requested but not
-    # implemented yet; compiling warns and the graphs run without them.
+    # CUDA graphs around each compiled call (mode="reduce-overhead", python/coil/cudagraphs.py):
+    # graphs on one CUDA device are recorded into PyTorch's CUDA-graph trees and replayed; the
+    # others run uncaptured, with a CoilWarning saying why.
     cudagraphs: bool = False
+    # Distinct sizes (values of a dynamic graph's size symbols) recorded per compiled graph;
+    # calls at further sizes run uncaptured. Inductor records every size and warns past 8
+    # (torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit); coil stops there.
+    cudagraph_max_recordings: int = 8
 
 
 def _from_env() -> Options:
@@ -125,7 +130,7 @@ CHOICES = {
 # What each torch.compile mode means under coil: the options it sets (before options=, which
 # torch.compile does not allow together with mode=).
 # - "default": coil's defaults.
-# - "reduce-overhead": CUDA graphs (not implemented yet: compiling warns, nothing else changes).
+# - "reduce-overhead": CUDA graphs (python/coil/cudagraphs.py).
 # - "max-autotune": CUDA graphs, as for Inductor. coil has no GEMM templates to search (matrix
 #   products are library calls in every mode), and its Triton kernels' launch configs are
 #   benchmarked on the first call in every mode already.
@@ -172,11 +177,15 @@ def _checked(changes: dict, where: str) -> dict:
 
 
 _TYPES = {"bool": (bool,), "str": (str,), "str | None": (str, type(None)),
-          "bool | None": (bool, type(None))}
+          "bool | None": (bool, type(None)), "int": (int,)}
 
 
 def _check_type(name: str, value, annotation: str, where: str) -> None:
     allowed = _TYPES.get(str(annotation))
+    if allowed == (int,) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(
+            f"coil ({where}): option {name}={value!r} must be an int >= 0"
+        )
     if allowed and not isinstance(value, allowed):
         raise ValueError(
             f"coil ({where}): option {name}={value!r} must be {annotation}, not "

@@ -85,10 +85,10 @@ def test_a_backend_that_raises_is_reported_and_the_run_goes_on(monkeypatch):
 
     real = timing.compile_for
 
-    def broken(backend, fn):
+    def broken(backend, fn, mode=None):
         if backend == "coil":
             raise RuntimeError("injected compile failure")
-        return real(backend, fn)
+        return real(backend, fn, mode)
 
     monkeypatch.setattr(timing, "compile_for", broken)
     row = timing.run_case(_case(torch.tanh), "cpu", "tiny", ("eager", "coil"), 0.01, 2, 3, 0)
@@ -112,8 +112,8 @@ def test_a_wrong_output_is_reported_as_mismatch(monkeypatch):
 
     real = timing.compile_for
 
-    def wrong(backend, fn):
-        compiled = real(backend, fn)
+    def wrong(backend, fn, mode=None):
+        compiled = real(backend, fn, mode)
         return (lambda *a: compiled(*a) + 1.0) if backend == "coil" else compiled
 
     monkeypatch.setattr(timing, "compile_for", wrong)

@@ -346,17 +346,24 @@ def _text_size(model: str, size: str, train: bool) -> tuple[int, int]:
     return TEXT_SIZES[model][size][1 if train else 0]
 
 
-def _gpt2(train: bool, lm_head: bool = False):
+# GPT-2 small at batch 1 x 32 tokens (gpt2_b1): a launch-bound inference call, where the host's
+# time per kernel launch, not the GPU, sets the pace (what mode="reduce-overhead" is for).
+SMALL_BATCH = {"cpu": (1, 32), "cuda": (1, 32), "tiny": (1, 8)}
+
+
+def _gpt2(train: bool, lm_head: bool = False, sizes: dict | None = None):
     """GPT-2 small (GPT2Model), or with lm_head GPT2LMHeadModel returning the logits: its
-    50257-wide vocabulary product is the unaligned GEMM that padding is for."""
+    50257-wide vocabulary product is the unaligned GEMM that padding is for. sizes: batch x
+    sequence per size class instead of TEXT_SIZES (the full depth on every device but "tiny")."""
 
     def build(device, size):
         _need("transformers")
         from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
-        b, s = _text_size("gpt2", size, train)
+        b, s = sizes[size] if sizes else _text_size("gpt2", size, train)
         cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
-        cfg.n_layer = _layers("gpt2", size, cfg.n_layer)
+        if not sizes:
+            cfg.n_layer = _layers("gpt2", size, cfg.n_layer)
         if size == "tiny":
             cfg.n_layer, cfg.n_embd, cfg.n_head = 1, 64, 2
         model = FirstOutput((GPT2LMHeadModel if lm_head else GPT2Model)(cfg), use_cache=False)
@@ -479,6 +486,7 @@ def _model_pair(name, make, quick=False):
 MODELS = (
     _model_pair("gpt2", _gpt2, quick=True)
     + [Case("gpt2_lm", "model", _gpt2(False, lm_head=True))]
+    + [Case("gpt2_b1", "model", _gpt2(False, sizes=SMALL_BATCH))]
     + _model_pair("bert", _bert)
     + _model_pair("t5_small", _t5)
     + _model_pair("resnet18", lambda t: _vision("resnet18", t), quick=True)

@@ -98,7 +98,8 @@ def _inductor_times() -> dict:
     return out
 
 
-def compile_one(case_name: str, backend: str, device: str, size: str) -> dict:
+def compile_one(case_name: str, backend: str, device: str, size: str,
+                mode: str | None = None) -> dict:
     """Runs in the child process: compile one case with one backend, report its times."""
     from coil.bench.timing import compile_for, make_step, model_for, sync
 
@@ -116,7 +117,7 @@ def compile_one(case_name: str, backend: str, device: str, size: str) -> dict:
         probes = _CoilProbes().install()
     module = model_for(backend, built)
     try:
-        step = make_step(compile_for(backend, module), module, built, device)
+        step = make_step(compile_for(backend, module, mode), module, built, device)
         start = time.perf_counter()
         step()
         sync(device)
@@ -161,8 +162,9 @@ def compile_one(case_name: str, backend: str, device: str, size: str) -> dict:
     return result
 
 
-def child_main(case_name: str, backend: str, device: str, size: str) -> None:
-    result = compile_one(case_name, backend, device, size)
+def child_main(case_name: str, backend: str, device: str, size: str,
+               mode: str | None = None) -> None:
+    result = compile_one(case_name, backend, device, size, mode)
     print(MARK + json.dumps(result), flush=True)
 
 
@@ -175,7 +177,7 @@ def cache_env(root: str) -> dict:
     }
 
 
-def _run_child(case_name, backend, device, size, cache_root, timeout_s) -> dict:
+def _run_child(case_name, backend, device, size, cache_root, timeout_s, mode=None) -> dict:
     env = dict(os.environ)
     env.update(cache_env(cache_root))
     env.pop("COIL_DEBUG", None)
@@ -192,7 +194,7 @@ def _run_child(case_name, backend, device, size, cache_root, timeout_s) -> dict:
         device,
         "--size",
         size,
-    ]
+    ] + (["--mode", mode] if mode else [])
     start = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -215,7 +217,8 @@ def _run_child(case_name, backend, device, size, cache_root, timeout_s) -> dict:
 
 
 def measure(
-    case_name: str, backends, device: str, size: str, root: str, timeout_s: float = 900
+    case_name: str, backends, device: str, size: str, root: str, timeout_s: float = 900,
+    mode: str | None = None,
 ) -> dict:
     """Cold then warm compile of one case for each backend, each in a fresh process; backend B's
     caches are left under root/B (see cache_env), for the benchmark process to reuse."""
@@ -225,7 +228,7 @@ def measure(
             continue
         folder = os.path.join(root, backend)
         os.makedirs(folder, exist_ok=True)
-        cold = _run_child(case_name, backend, device, size, folder, timeout_s)
-        warm = _run_child(case_name, backend, device, size, folder, timeout_s)
+        cold = _run_child(case_name, backend, device, size, folder, timeout_s, mode)
+        warm = _run_child(case_name, backend, device, size, folder, timeout_s, mode)
         out[backend] = {"cold": cold, "warm": warm}
     return out

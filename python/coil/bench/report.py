@@ -113,6 +113,10 @@ def _notes(row: dict) -> str:
         notes.append(f"{coil['eager_graphs']} coil graphs ran eagerly")
     if coil.get("note"):
         notes.append(coil["note"])
+    if coil.get("cudagraphs"):
+        why = "; ".join(coil.get("cudagraph_reasons") or [])
+        notes.append(f"coil graphs in CUDA graphs: {coil['cudagraphs']}" + (f" ({why[:120]})"
+                                                                           if why else ""))
     fallback = coil.get("fallback_ops") or []
     if fallback:
         shown = ", ".join(op.replace("aten.", "") for op in fallback[:4])
@@ -357,6 +361,9 @@ def _header(results: dict) -> list[str]:
 def markdown(results: dict) -> str:
     copy = results["copy_bandwidth"]
     out = _header(results)
+    mode = results["settings"].get("mode", "default")
+    if mode != "default":
+        out += [f'torch.compile mode="{mode}" for Inductor and coil alike.', ""]
     out.append(
         f"Times are medians of interleaved repetitions (round robin, order rotated) after the "
         f"compiling call and {results['settings']['warmup']} warm-up call(s) (1 warm-up and at "

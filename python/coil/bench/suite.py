@@ -3,6 +3,7 @@
     python -m coil.bench [--device cpu|cuda] [--quick | --smoke] [--group micro|models]
                          [--cases a,b] [--shard K/N] [--time-limit MIN] [--out DIR]
                          [--compile-time auto|all|none|only] [--backends eager,inductor,coil]
+                         [--mode default|reduce-overhead|max-autotune|...]
 
 Measures the copy bandwidth, then for each selected case (coil.bench.cases): its cold and warm
 compile times in fresh processes, then eager, Inductor and coil side by side in this process (on
@@ -47,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run the K-th of N parts of the selected cases (0 <= K < N), parts balanced by a "
         "rough cost per case; e.g. one part per GPU, joined by `python -m coil.bench.report "
         "merge`",
+    )
+    p.add_argument(
+        "--mode",
+        default=None,
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        help="torch.compile's mode for Inductor and coil alike (reduce-overhead: CUDA graphs)",
     )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument(
@@ -169,6 +176,7 @@ def run(args: argparse.Namespace, command: list[str], out: str | None = None) ->
             "max_reps": max_reps,
             "warmup": args.warmup,
             "fresh_caches": not args.keep_caches,
+            "mode": args.mode or "default",
         },
         "cases": [],
     }
@@ -253,7 +261,7 @@ def _one_case(case, args, results, probe, compilers, progress, out, start) -> No
         ct = None
         if case.name in probe:
             progress.label(f"{case.name}: compile time")
-            ct = compile_time.measure(case.name, compilers, device, size, root)
+            ct = compile_time.measure(case.name, compilers, device, size, root, mode=args.mode)
             progress.step(f"{case.name} compile time", 2 * len(compilers))
         if not args.keep_caches:
             _use_caches(root)
@@ -271,6 +279,7 @@ def _one_case(case, args, results, probe, compilers, progress, out, start) -> No
                 s["max_reps"],
                 s["warmup"],
                 progress,
+                mode=args.mode,
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -323,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.compile_one:
         compile_time.child_main(
-            args.compile_one, args.backend, args.device, args.size or args.device
+            args.compile_one, args.backend, args.device, args.size or args.device, args.mode
         )
         return 0
     if args.list:

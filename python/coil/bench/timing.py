@@ -218,12 +218,13 @@ def _reason(exc: BaseException) -> str:
     return text[:300]
 
 
-def compile_for(backend: str, fn):
+def compile_for(backend: str, fn, mode: str | None = None):
+    """fn compiled by the backend under torch.compile's mode (None: the default mode)."""
     if backend == "eager":
         return fn
     if backend == "inductor":
-        return torch.compile(fn)
-    return torch.compile(fn, backend="coil")
+        return torch.compile(fn, mode=mode)
+    return torch.compile(fn, backend="coil", mode=mode)
 
 
 def _first_call(backend: str, step, device: str, result: dict) -> object:
@@ -258,6 +259,11 @@ def _first_call(backend: str, step, device: str, result: dict) -> object:
         for r in records:
             for k, v in r.seconds.items():
                 result["coil_seconds"][k] = result["coil_seconds"].get(k, 0.0) + v
+        if any(r.options and r.options.cudagraphs for r in records):
+            result["cudagraphs"] = f"{sum(r.cudagraph for r in records)}/{len(records)}"
+            reasons = sorted({r.cudagraph_reason for r in records if r.cudagraph_reason})
+            if reasons:
+                result["cudagraph_reasons"] = reasons[:4]
         failed = [r for r in records if r.eager_fallback]
         msgs = [str(w.message) for w in caught if type(w.message).__name__ == "CoilWarning"]
         if failed:
@@ -287,10 +293,11 @@ def run_case(
     max_reps: int,
     warmup: int,
     progress: Progress | None = None,
+    mode: str | None = None,
 ) -> dict:
     """Builds, compiles, checks and times one case; never raises. A backend that raises (while
     compiling, in its first call, or later) or whose output differs from eager's is reported as
-    such in its result, and the others go on."""
+    such in its result, and the others go on. mode: torch.compile's, for both compilers."""
     row = {
         "case": case.name,
         "kind": case.kind,
@@ -324,7 +331,7 @@ def run_case(
             continue
         try:
             module = model_for(backend, built)
-            step = make_step(compile_for(backend, module), module, built, device)
+            step = make_step(compile_for(backend, module, mode), module, built, device)
             out = _first_call(backend, step, device, res)
         except Exception as e:  # noqa: BLE001
             _fail(res, "failed" if backend != "coil" else "could not run", e)
