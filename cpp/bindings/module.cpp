@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "coil/codegen/cpp/prelude.h"
 #include "coil/compile.h"
 #include "coil/graph/serialize.h"
 #include "coil/lower/lowering.h"
@@ -23,7 +24,7 @@ NB_MODULE(_C, m) {
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
          const std::string& cpu_backend, const std::string& channels_last,
          const std::string& gemm_padding, bool inference, bool fallback_random,
-         bool cpp_vectorize) {
+         const std::string& cpp_vectorize) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -53,7 +54,7 @@ NB_MODULE(_C, m) {
       nb::arg("graph_json"), nb::arg("debug_dir") = "", nb::arg("title") = "graph",
       nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = "auto",
       nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
-      nb::arg("fallback_random") = false, nb::arg("cpp_vectorize") = true,
+      nb::arg("fallback_random") = false, nb::arg("cpp_vectorize") = "auto",
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",
@@ -67,5 +68,6 @@ NB_MODULE(_C, m) {
       "Whether AOTAutograd should hand the op to coil undecomposed (coil::lower::keeps_op_whole).");
   m.def("recomputes_in_kernels", &coil::lower::recomputes_in_kernels, nb::arg("target"),
         "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
+  m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
   bind_runtime(m);
 }

@@ -26,8 +26,8 @@ struct CompileOptions {
   std::string gemm_padding = "auto";
   // lower::LowerOptions::fallback_random: random ops run in ATen, drawing eager's streams.
   bool fallback_random = false;
-  // C++ kernels: innermost loops in vector form (at::vec) where they have one (cpp_kernel.h).
-  bool cpp_vectorize = true;
+  // C++ kernels' innermost loops in vector form (at::vec): "auto", "on", "off" (cpp_kernel.h).
+  std::string cpp_vectorize = "auto";
 };
 
 struct CompileResult {

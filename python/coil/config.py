@@ -72,9 +72,10 @@ class Options:
     # AOTAutograd's partitioner for training graphs: "min_cut" (min_cut_rematerialization_partition:
     # saves less, recomputes cheap fusible ops inside the backward's kernels) or "default".
     partitioner: str = "min_cut"
-    # C++ kernels: innermost loops in vector form through ATen's at::vec where every value that
-    # varies along them has one (False: scalar loops, left to the compiler's auto-vectorizer).
-    cpp_vectorize: bool = True
+    # C++ kernels' innermost loops in vector form through ATen's at::vec, where every value that
+    # varies along them has one: "auto" (kernels of 4096 elements or more: a vector kernel file
+    # builds about 0.3 s slower), "on" (every kernel), "off" (scalar loops, left to the compiler).
+    cpp_vectorize: str = "auto"
     # CUDA graphs around each compiled call (mode="reduce-overhead", python/coil/cudagraphs.py):
     # graphs on one CUDA device are recorded into PyTorch's CUDA-graph trees and replayed; the
     # others run uncaptured, with a CoilWarning saying why.
@@ -112,7 +113,8 @@ def _from_env() -> Options:
     if os.environ.get("COIL_PARTITIONER"):
         opts.partitioner = os.environ["COIL_PARTITIONER"]
     if os.environ.get("COIL_CPP_VECTORIZE"):
-        opts.cpp_vectorize = os.environ["COIL_CPP_VECTORIZE"] not in ("0", "false", "False")
+        v = os.environ["COIL_CPP_VECTORIZE"]
+        opts.cpp_vectorize = {"1": "on", "0": "off"}.get(v, v)
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     _check_choices(dataclasses.asdict(opts), "environment")
@@ -122,6 +124,7 @@ def _from_env() -> Options:
 # Options that take one of a few words (the C++ side checks its own again).
 CHOICES = {
     "channels_last": ("auto", "on", "off"),
+    "cpp_vectorize": ("auto", "on", "off"),
     "gemm_padding": ("auto", "on", "off"),
     "cpu_backend": ("cpp", "triton"),
     "partitioner": ("min_cut", "default"),

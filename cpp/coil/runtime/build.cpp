@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -284,6 +285,7 @@ std::string cache_key(std::string_view source, const BuildOptions& opts, std::st
   };
   hasher.update("coil.runtime.build_shared_library v1\n");
   field(source);
+  if (!opts.precompiled_header.empty()) field("pch:" + opts.precompiled_header);
   field(opts.compiler);
   field(std::to_string(opts.flags.size()));
   for (const std::string& flag : opts.flags) field(flag);
@@ -343,11 +345,69 @@ std::string trim_output(const std::string& output, const std::string& log_path) 
          " more bytes; the full output is in " + log_path + "]\n";
 }
 
+// Flags that only matter when linking: left out of a precompiled header's command line.
+bool is_link_flag(const std::string& flag) {
+  return flag == "-shared" || flag.rfind("-l", 0) == 0 || flag.rfind("-L", 0) == 0 ||
+         flag.rfind("-Wl,", 0) == 0 || flag.rfind("-fuse-ld=", 0) == 0;
+}
+
+// The header opts.precompiled_header, precompiled in the cache (see build.h); returns the path
+// sources include it by. Precompiling is best effort: on failure the header is still there, and
+// compilers read it as text.
+std::string precompiled_header(const BuildOptions& opts, const std::string& cache_dir,
+                               const std::string& version) {
+  std::vector<std::string> flags;
+  for (const std::string& f : opts.flags) {
+    if (!is_link_flag(f)) flags.push_back(f);
+  }
+  BuildOptions key_opts = opts;
+  key_opts.flags = flags;
+  const std::string key =
+      cache_key("precompiled header\n" + opts.precompiled_header, key_opts, version);
+  const std::string dir = cache_dir + "/pch";
+  const std::string entry = dir + "/" + key;
+  make_private_dir(dir);
+  make_private_dir(entry);
+  const std::string header = entry + "/coil_pch.h";
+  const std::string gch = header + ".gch";
+  const std::string sum = gch + ".sum";
+  // A .gch is about 100 MB: hashed once per process, not once per build.
+  static std::mutex mutex;
+  static std::set<std::string> checked;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (checked.count(gch)) return header;
+  struct stat st;
+  if (::stat(header.c_str(), &st) != 0) write_file_atomically(header, opts.precompiled_header);
+  if (is_intact(gch, sum)) {
+    checked.insert(gch);
+    return header;
+  }
+  TempFile temp(temp_path_for(gch));
+  std::vector<std::string> argv = {opts.compiler, "-x", "c++-header", header};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("-o");
+  argv.push_back(temp.path());
+  Fd log(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  if (log.get() < 0) return header;
+  if (!succeeded(wait_program(spawn_program(argv, log.get()), opts.compiler))) return header;
+  std::string summary = file_summary(temp.path());
+  if (summary.empty()) return header;
+  rename_or_throw(temp.path(), gch);
+  temp.release();
+  write_file_atomically(sum, summary);
+  checked.insert(gch);
+  return header;
+}
+
 // Compiles source_path into out_path. The compiler's output goes to <entry_dir>/build.log
 // (kept when it is not empty); a failure throws BuildError carrying that output.
 void compile(const BuildOptions& opts, const std::string& entry_dir, const std::string& source_path,
-             const std::string& out_path) {
+             const std::string& out_path, const std::string& pch_header) {
   std::vector<std::string> argv = {opts.compiler, source_path};
+  if (!pch_header.empty()) {
+    argv.push_back("-include");
+    argv.push_back(pch_header);
+  }
   argv.insert(argv.end(), opts.flags.begin(), opts.flags.end());
   argv.push_back("-o");
   argv.push_back(out_path);
@@ -396,7 +456,8 @@ BuildResult build_shared_library(const std::string& source, const BuildOptions& 
 
   std::string effective_source = source;
   if (opts.inject_build_failure) effective_source += kInjectedFailure;
-  const std::string key = cache_key(effective_source, opts, compiler_version(opts.compiler));
+  const std::string version = compiler_version(opts.compiler);
+  const std::string key = cache_key(effective_source, opts, version);
   const std::string shard_dir = cache_dir + "/" + key.substr(0, 2);
   const std::string entry_dir = shard_dir + "/" + key;
   make_private_dir(shard_dir);
@@ -421,8 +482,10 @@ BuildResult build_shared_library(const std::string& source, const BuildOptions& 
   }
 
   write_file_atomically(result.source_path, effective_source);
+  std::string pch =
+      opts.precompiled_header.empty() ? "" : precompiled_header(opts, cache_dir, version);
   TempFile so_temp(temp_path_for(result.so_path));
-  compile(opts, entry_dir, result.source_path, so_temp.path());
+  compile(opts, entry_dir, result.source_path, so_temp.path(), pch);
   std::string summary = file_summary(so_temp.path());
   if (summary.empty()) {
     throw BuildError("coil: the C++ compiler reported success but did not write '" +

@@ -42,6 +42,12 @@ struct BuildOptions {
   std::vector<std::string> flags = default_kernel_flags();
   // Testing only: appends a syntax error to the source so that the build fails.
   bool inject_build_failure = false;
+  // When set, the text of a header every source of these options starts with (heavy library
+  // headers: at::vec's, for vector kernels). It is precompiled once per compiler, flags and text,
+  // into <cache_dir>/pch/<key>/{coil_pch.h, coil_pch.h.gch, coil_pch.h.gch.sum} (checked like a
+  // library: a corrupt .gch is rebuilt), and sources are compiled with `-include coil_pch.h`. A
+  // header that fails to precompile is still included, as text (slower builds, same results).
+  std::string precompiled_header;
 };
 
 struct BuildResult {

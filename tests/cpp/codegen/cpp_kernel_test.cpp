@@ -38,8 +38,8 @@ Rendered render(const graph::Graph& g, bool vectorize = false) {
   Rendered r{lower::lower_graph(g), {}, {}};
   r.s = sched::schedule_program(r.prog);
   for (const sched::Kernel& k : r.s.kernels) {
-    r.kernels.push_back(
-        render_cpp_kernel(r.prog, r.s, k, kernel_name(r.prog, k, "cpp", k.id), vectorize));
+    r.kernels.push_back(render_cpp_kernel(r.prog, r.s, k, kernel_name(r.prog, k, "cpp", k.id),
+                                          vectorize ? "on" : "off"));
   }
   return r;
 }

@@ -23,7 +23,7 @@ std::vector<KernelSource> render(const graph::Graph& g) {
   sched::Schedule s = sched::schedule_program(prog);
   std::vector<KernelSource> out;
   for (const sched::Kernel& k : s.kernels) {
-    out.push_back(render_cpp_kernel(prog, s, k, kernel_name(prog, k, "cpp", k.id), true));
+    out.push_back(render_cpp_kernel(prog, s, k, kernel_name(prog, k, "cpp", k.id), "on"));
   }
   return out;
 }
@@ -60,7 +60,8 @@ TEST(CppVec, SoftmaxRowsAccumulateInVectorsAndReduceTheLanes) {
 TEST(CppVec, TransposedReadsGoLaneByLane) {
   std::vector<KernelSource> k = render(test::transpose_add());
   ASSERT_EQ(k.size(), 1u);
-  EXPECT_TRUE(contains(k[0].code, "coil_vlanes<VecF>([&](int64_t x1) { return in_ptr")) << k[0].code;
+  EXPECT_TRUE(contains(k[0].code, "coil_vlanes<VecF>([&](int64_t x1) { return in_ptr"))
+      << k[0].code;
 }
 
 TEST(CppVec, Float64KernelsUseDoubleVectors) {

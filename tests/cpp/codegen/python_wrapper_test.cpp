@@ -40,8 +40,8 @@ Wrapped wrap(const graph::Graph& g, bool vectorize = false) {
   Wrapped w{lower::lower_graph(g), {}, {}, ""};
   w.s = sched::schedule_program(w.prog);
   for (const sched::Kernel& k : w.s.kernels) {
-    w.kernels.push_back(
-        render_cpp_kernel(w.prog, w.s, k, kernel_name(w.prog, k, "cpp", k.id), vectorize));
+    w.kernels.push_back(render_cpp_kernel(w.prog, w.s, k, kernel_name(w.prog, k, "cpp", k.id),
+                                          vectorize ? "on" : "off"));
   }
   w.text = render_python_wrapper(w.prog, w.s, w.kernels, "<kernel source>\n", "my_graph");
   return w;

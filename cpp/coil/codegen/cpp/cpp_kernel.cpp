@@ -981,8 +981,20 @@ std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const s
 }
 
 KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s,
-                               const sched::Kernel& k, const std::string& name, bool vectorize) {
-  Emitter e(prog, s, k, vectorize);
+                               const sched::Kernel& k, const std::string& name,
+                               const std::string& vectorize) {
+  if (vectorize != "on" && vectorize != "off" && vectorize != "auto") {
+    throw std::invalid_argument(
+        "cpp codegen: vectorize must be \"on\", \"off\" or \"auto\", not \"" + vectorize + "\"");
+  }
+  bool vector = vectorize == "on";
+  if (vectorize == "auto") {
+    Expr work = 1;
+    for (const Expr& e : k.xsizes) work = work * e;
+    for (const Expr& e : k.rsizes) work = work * e;
+    vector = !work.as_int() || *work.as_int() >= kVectorMinWork;
+  }
+  Emitter e(prog, s, k, vector);
   return e.render(name);
 }
 

@@ -327,6 +327,11 @@ inline coil_half coil_polygamma(coil_half n, coil_half x) {
 }  // namespace
 )PRELUDE";
 
+// The library headers of vector kernels: heavy (a second to parse), so the build precompiles them
+// (runtime::BuildOptions::precompiled_header) and kVecPrelude's own includes of them are no-ops.
+inline constexpr const char* kVecHeaders =
+    "#include <ATen/cpu/vec/functional_base.h>\n#include <ATen/cpu/vec/vec.h>\n";
+
 // Appended to kPrelude in kernel files with vector loops (codegen/cpp/cpp_vec.h): ATen's SIMD
 // library, built for the CPU capability torch runs its own kernels with (CPU_CAPABILITY_AVX512,
 // _AVX2, ... from python/coil/runtime.py), and the few helpers coil's vector loops use. Its math
