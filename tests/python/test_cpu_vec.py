@@ -158,6 +158,15 @@ def test_transposed_output_and_inputs(vectorize):
     check(lambda x, y: (x.t() + y).t().contiguous() * 2, make_tensor((40, 33)), make_tensor((33, 40)))
 
 
+@pytest.mark.parametrize("shape", [(128, 96), (70, 45), (33, 100)], ids=["even", "odd", "short"])
+def test_tiled_transposes(shape, vectorize, debug):
+    # Tiles of 32x32, full and partial: the transposed read goes through a transposed tile.
+    a, b = make_tensor(shape), make_tensor(shape[::-1])
+    check(lambda x, y: torch.sigmoid(x.t()) + y * 2, a, b)
+    text = kernel_text(debug)
+    assert "at::vec::transpose_mxn<float>(" in text and "'s tile, transposed" in text, text
+
+
 def test_embedding_rows(vectorize):
     w = make_tensor((50, 40))
     idx = torch.randint(0, 50, (3, 7))
@@ -222,10 +231,10 @@ def test_gelu_chain_kernel_is_vector_code(vectorize, debug):
     assert b"\x00erff\x00" not in data and b"\x00expf\x00" not in data
 
 
-def test_auto_keeps_small_kernels_scalar_and_vectorizes_large_ones(debug):
+def test_auto_keeps_small_kernels_scalar_and_vectorizes_large_ones(monkeypatch, debug):
     import coil
 
-    assert coil.config.options.cpp_vectorize == "auto"
+    monkeypatch.setattr(coil.config.options, "cpp_vectorize", "auto")
     reset_compiler()
     f = torch.compile(lambda t: torch.exp(t) + 1, backend=BACKEND)
     f(make_tensor((4, 8)))
@@ -249,8 +258,9 @@ def test_vectorize_off_leaves_scalar_loops(monkeypatch, debug):
 def test_unknown_vectorize_value_is_an_error():
     import coil
 
+    before = coil.config.options.cpp_vectorize
     with pytest.raises(Exception, match="cpp_vectorize='always'"):
         torch.compile(lambda t: t + 1, backend="coil", options={"cpp_vectorize": "always"})(
             torch.ones(2)
         )
-    assert coil.config.options.cpp_vectorize == "auto"
+    assert coil.config.options.cpp_vectorize == before  # options= changes nothing global

@@ -286,6 +286,11 @@ class Emitter {
   // A vector of buf's elements at idx, one per lane: one load where idx is contiguous along the
   // loop, else lane by lane.
   std::string lanes_read(const std::string& buf, const Expr& idx) {
+    auto tile = tiles_.find(buf + "@" + sym::to_cpp(sym::simplify(idx, env_), env_));
+    if (tile != tiles_.end()) {
+      return vec() + "::loadu(" + tile_names_.at(tile->first) + " + (" + tile->second + "), " +
+             vec_->count + ")";
+    }
     std::string at = index_text(buf, idx);
     auto step = lane_step(idx);
     if (step && step->as_int() == 1) {
@@ -293,6 +298,47 @@ class Emitter {
     }
     return "coil_vlanes<" + vec() + ">([&](int64_t " + vec_->var + ") { return " + ptr_.at(buf) +
            "[" + at + "]; }, " + vec_->var + ", " + vec_->count + ")";
+  }
+
+  // Tiled kernels (Kernel::tile): each read contiguous along the tile's outer loop xa rather than
+  // its vector loop xb is transposed, a tile at a time, into a local buffer (at::vec's
+  // transpose_mxn: 16x16 blocks in registers), so that both the read of the input and the vector
+  // loop's read of the tile are contiguous. The buffers are emitted here, before the xa loop.
+  void transposed_tiles(const std::string& size_a, const std::string& size_b) {
+    size_t nx = k_.xsizes.size();
+    Expr xa = Expr::symbol("x" + std::to_string(nx - 2));
+    Expr xb = Expr::symbol("x" + std::to_string(nx - 1));
+    std::string t = std::to_string(k_.tile);
+    for (const sched::Member& m : k_.members) {
+      for (const Value& v : ir::topo_order({kernel_body(m)})) {
+        if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
+        if (!vec_type(v.dtype()) || available_.count(v->buffer)) continue;
+        std::string key = v->buffer + "@" + sym::to_cpp(sym::simplify(v->index, env_), env_);
+        if (tiles_.count(key)) continue;
+        auto step = [&](const Expr& x) {
+          Expr d = sym::simplify(sym::substitute(v->index, {{x, x + 1}}) - v->index, env_);
+          for (const Expr& s : sym::free_symbols(d)) {
+            if (s == xa || s == xb) return std::optional<Expr>();
+          }
+          return std::optional<Expr>(d);
+        };
+        auto sa = step(xa), sb = step(xb);
+        if (!sa || !sb || sa->as_int() != 1 || sb->as_int() == 1) continue;
+        std::string name = "tile" + std::to_string(tiles_.size());
+        Expr origin =
+            sym::substitute(v->index, {{xa, Expr::symbol("xt0")}, {xb, Expr::symbol("xt1")}});
+        std::string ty = ctype(v.dtype());
+        line("alignas(64) " + ty + " " + name + "[" + t + " * " + t + "];  // " + v->buffer +
+             "'s tile, transposed");
+        line("at::vec::transpose_mxn<" + ty + ">(" + ptr_.at(v->buffer) + " + (" +
+             index_text(v->buffer, origin) + "), " + sym::to_cpp(*sb, env_) + ", " + name + ", " +
+             t + ", std::min<int64_t>(" + t + ", " + size_b + " - xt1), std::min<int64_t>(" + t +
+             ", " + size_a + " - xt0));");
+        tiles_[key] =
+            t + "*(x" + std::to_string(nx - 2) + " - xt0) + x" + std::to_string(nx - 1) + " - xt1";
+        tile_names_[key] = name;
+      }
+    }
   }
 
   void vector_value(Value v) {
@@ -409,6 +455,8 @@ class Emitter {
     next_tmp_ = s.next_tmp;
     indent_ = s.indent;
     aten_math_ = s.aten_math;
+    tiles_.clear();
+    tile_names_.clear();
   }
 
   // Renders a loop nest through render(vector) in vector form over the innermost loop `var`, or,
@@ -889,7 +937,10 @@ class Emitter {
     };
     // A pointwise kernel's innermost loop is rendered with its body, in vector form if it can be.
     bool vector_inner = pointwise && simd && nx > 0;
-    size_t outer = vector_inner ? headers.size() - 1 : headers.size();
+    // Tiled kernels: the attempt covers both loops of a tile (its transposed reads are copied
+    // into registers-transposed tiles before them).
+    size_t inner_loops = vector_inner ? (tiled ? 2 : 1) : 0;
+    size_t outer = headers.size() - inner_loops;
     for (size_t i = 0; i < outer; ++i) open_loop(i);
     if (column()) {
       line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " +
@@ -913,15 +964,27 @@ class Emitter {
       bool allowed = vectorize_ && (!trip || *trip >= kMinVectorTrip);
       std::string why = !vectorize_ ? "" : "too few iterations";
       with_vector_attempt("x" + std::to_string(nx - 1), allowed, why, [&](bool vector) {
+        if (tiled && vector) {
+          transposed_tiles(size(nx - 2), size(nx - 1));
+          open_loop(i - 1);
+        } else if (tiled) {
+          open_loop(i - 1);
+        }
         if (vector) {
           std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
           vector_loop(inner_begin, inner_end, pragma, body);
-          return;
+        } else {
+          open_loop(i);
+          body();
+          --indent_;
+          line("}");
         }
-        open_loop(i);
-        body();
-        --indent_;
-        line("}");
+        if (tiled) {
+          --indent_;
+          line("}");
+        }
+        tiles_.clear();
+        tile_names_.clear();
       });
     } else {
       body();
@@ -952,6 +1015,9 @@ class Emitter {
   std::string vec_last_type_;
   std::vector<std::string> vec_decisions_;
   bool vectorized_ = false;
+  // Transposed tiles of the tile being rendered: read (buffer@index) -> index into the tile, and
+  // the tile's name.
+  std::map<std::string, std::string> tiles_, tile_names_;
 };
 
 }  // namespace
