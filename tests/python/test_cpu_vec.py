@@ -180,9 +180,28 @@ def test_mixed_with_scalar_dtypes(vectorize):
     check(lambda x, i: (x * i, (x > 0).sum(-1), x.argmax(-1), i.cumsum(-1)), x, i)
 
 
-def test_bfloat16_stays_correct(vectorize):
-    x = make_tensor(SHAPE, torch.bfloat16)
-    check(lambda t: (torch.exp(t) * 2, t.float().sum(-1), torch.softmax(t, -1)), x)
+HALF_OPS = {
+    "exp": lambda t: torch.exp(t) * 2,
+    "softmax": lambda t: torch.softmax(t, -1),
+    "sum_f32": lambda t: t.float().sum(-1),
+    "maximum": lambda t: torch.maximum(t, -t),
+    "to_f32": lambda t: (t * 3).to(torch.float32),
+    "gelu": F.gelu,
+    "transpose": lambda t: t.t().contiguous() + 1,
+    "layer_norm": lambda t: F.layer_norm(t, (t.shape[-1],)),
+    "from_f32": lambda t: (t.float() * 1.7).to(t.dtype),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("name", list(HALF_OPS))
+def test_16_bit_floats_convert_in_registers(name, dtype, vectorize, debug):
+    # Loaded and widened to float lanes, rounded where eager rounds, narrowed where stored.
+    check(HALF_OPS[name], make_tensor((24, 37), dtype), atol=1e-2, rtol=1e-2)
+    text = kernel_text(debug)
+    assert "vectorized (at::vec VecF" in text, text
+    if name not in ("transpose", "sum_f32", "to_f32"):
+        assert "coil_vload_half<" in text and "coil_vstore_half<" in text, text
 
 
 def test_dynamic_sizes(vectorize):
@@ -221,14 +240,17 @@ def test_gelu_chain_kernel_is_vector_code(vectorize, debug):
     text = kernel_text(debug)
     assert "// decision: loop x1 vectorized (at::vec VecF, a masked tail)" in text, text
     body = text.split("// cpp_fused", 1)[1]
-    assert ".erf()" in body and ".exp()" in body and "VecF::loadu(" in body, text
+    assert ".erf()" in body and ".exp_u20()" in body and "VecF::loadu(" in body, text
     assert "std::erf" not in body and "std::exp" not in body, text
-    # The built library: exp is SLEEF's 16- or 8-lane function (from torch's library), and
-    # nothing calls libm's scalar erff or expf once per element.
+    # The built library: nothing calls libm's scalar erff or expf once per element (at::vec's
+    # erf and exp_u20 are inline polynomials), and tanh is SLEEF's 16- or 8-lane function.
     data = _built_library(coil.config.options.cache_dir, ".erf()")
-    if torch.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2"):
-        assert b"Sleef_expf16_u10" in data or b"Sleef_expf8_u10" in data
     assert b"\x00erff\x00" not in data and b"\x00expf\x00" not in data
+    torch.compile(lambda x: torch.tanh(x) * 2, backend=BACKEND)(x)
+    data = _built_library(coil.config.options.cache_dir, ".tanh()")
+    if torch.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2"):
+        assert b"Sleef_tanhf16_u10" in data or b"Sleef_tanhf8_u10" in data
+    assert b"\x00tanhf\x00" not in data
 
 
 def test_auto_keeps_small_kernels_scalar_and_vectorizes_large_ones(monkeypatch, debug):

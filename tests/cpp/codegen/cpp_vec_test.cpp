@@ -41,7 +41,7 @@ TEST(CppVec, PointwiseChainIsOneVectorLoopWithAMaskedTail) {
   EXPECT_TRUE(contains(c, "x1 += VecF_lanes) {")) << c;
   EXPECT_TRUE(contains(c, "const int64_t n_x1 = std::min<int64_t>(VecF_lanes, ")) << c;
   EXPECT_TRUE(contains(c, "VecF::loadu(in_ptr0 + (")) << c;
-  EXPECT_TRUE(contains(c, ".exp()")) << c;
+  EXPECT_TRUE(contains(c, ".exp_u20()")) << c;
   EXPECT_TRUE(contains(c, ".store(out_ptr0 + (")) << c;
   EXPECT_FALSE(contains(c, "#pragma omp simd")) << c;
 }
@@ -71,6 +71,19 @@ TEST(CppVec, Float64KernelsUseDoubleVectors) {
   std::vector<KernelSource> k = render(b.finish({y}));
   ASSERT_EQ(k.size(), 1u);
   EXPECT_TRUE(contains(k[0].code, "VecD::loadu(")) << k[0].code;
+}
+
+TEST(CppVec, Bfloat16RidesInFloatLanesConvertedInRegisters) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 64}, DType::BFloat16));
+  Arg y =
+      b.call("mul", "aten.mul.Tensor", {x, test::farg(2.0)}, contiguous({4, 64}, DType::BFloat16));
+  std::vector<KernelSource> k = render(b.finish({y}));
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c, "coil_vload_half<c10::BFloat16>(in_ptr0 + (")) << c;
+  EXPECT_TRUE(contains(c, "coil_vround<c10::BFloat16>(")) << c;  // the float product, rounded
+  EXPECT_TRUE(contains(c, "coil_vstore_half<c10::BFloat16>(")) << c;
 }
 
 TEST(CppVec, LoopsWithoutAVectorFormStayScalarAndSayWhy) {

@@ -228,12 +228,20 @@ class Emitter {
     return *vec_type(*vec_->elem);
   }
 
-  // Values of type d may vary along the vector loop: the lanes' type, or masks.
+  // Values of type d may vary along the vector loop: the lanes' type, or masks. bfloat16 and
+  // float16 values ride in float32 lanes (exactly: each holds a value of its type), converted in
+  // registers where they are loaded, stored or rounded.
+  static bool is_half(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
   void lane_type(DType d) {
     if (d == DType::Bool) return;
-    if (!vec_type(d)) throw NoVectorForm{std::string(graph::dtype_name(d)) + " values vary"};
-    if (!vec_->elem) vec_->elem = d;
-    if (*vec_->elem != d) throw NoVectorForm{"float32 and float64 values vary in one loop"};
+    DType lanes = is_half(d) ? DType::Float32 : d;
+    if (!vec_type(lanes)) throw NoVectorForm{std::string(graph::dtype_name(d)) + " values vary"};
+    if (!vec_->elem) vec_->elem = lanes;
+    if (*vec_->elem != lanes) throw NoVectorForm{"float32 and float64 values vary in one loop"};
+  }
+  // c10's type of a 16-bit float, for at::vec's conversions.
+  static std::string c10_half(DType d) {
+    return d == DType::BFloat16 ? "c10::BFloat16" : "c10::Half";
   }
 
   bool is_vector(const std::string& text) const { return vec_names_.count(text) > 0; }
@@ -285,7 +293,7 @@ class Emitter {
 
   // A vector of buf's elements at idx, one per lane: one load where idx is contiguous along the
   // loop, else lane by lane.
-  std::string lanes_read(const std::string& buf, const Expr& idx) {
+  std::string lanes_read(const std::string& buf, const Expr& idx, DType d) {
     auto tile = tiles_.find(buf + "@" + sym::to_cpp(sym::simplify(idx, env_), env_));
     if (tile != tiles_.end()) {
       return vec() + "::loadu(" + tile_names_.at(tile->first) + " + (" + tile->second + "), " +
@@ -293,6 +301,10 @@ class Emitter {
     }
     std::string at = index_text(buf, idx);
     auto step = lane_step(idx);
+    if (step && step->as_int() == 1 && is_half(d)) {
+      return "coil_vload_half<" + c10_half(d) + ">(" + ptr_.at(buf) + " + (" + at + "), " +
+             vec_->count + ")";
+    }
     if (step && step->as_int() == 1) {
       return vec() + "::loadu(" + ptr_.at(buf) + " + (" + at + "), " + vec_->count + ")";
     }
@@ -312,7 +324,7 @@ class Emitter {
     for (const sched::Member& m : k_.members) {
       for (const Value& v : ir::topo_order({kernel_body(m)})) {
         if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
-        if (!vec_type(v.dtype()) || available_.count(v->buffer)) continue;
+        if (!vec_type(v.dtype()) || available_.count(v->buffer)) continue;  // f32/f64 tiles
         std::string key = v->buffer + "@" + sym::to_cpp(sym::simplify(v->index, env_), env_);
         if (tiles_.count(key)) continue;
         auto step = [&](const Expr& x) {
@@ -352,7 +364,7 @@ class Emitter {
         }
         lane_type(d);
         if (d == DType::Bool) throw NoVectorForm{"a bool load varies"};
-        text = lanes_read(v->buffer, checked_index(v));
+        text = lanes_read(v->buffer, checked_index(v), d);
         if (v->masked) {
           const std::string& mask = *lookup(ir::load_mask(v));
           if (is_vector(mask)) throw NoVectorForm{"a masked load's mask varies"};
@@ -381,6 +393,11 @@ class Emitter {
           text = "(" + vec_operand(v->args[0]) + " & " + vec() + "(1))";  // true lanes -> 1
         } else if (d == DType::Bool) {
           text = "(" + vec_operand(v->args[0]) + " != " + vec() + "(0))";
+        } else if (is_half(d)) {  // float32 (or the other 16-bit type) rounded to d
+          text = "coil_vround<" + c10_half(d) + ">(" + vec_operand(v->args[0]) + ")";
+        } else if (is_half(from) && d == DType::Float32) {  // exact: the lanes hold floats
+          memo_.back()[v.get()] = *lookup(v->args[0]);
+          return;
         } else {
           throw NoVectorForm{"a cast between float types varies"};
         }
@@ -411,6 +428,8 @@ class Emitter {
         }
         if (!t) throw NoVectorForm{std::string(ir::op_name(v.op())) + " has no vector form"};
         text = *t;
+        // An op computed in a 16-bit type: its float result rounded, as the scalar form's is.
+        if (is_half(d)) text = "coil_vround<" + c10_half(d) + ">(" + text + ")";
       }
     }
     std::string name = "tmp" + std::to_string(next_tmp_++);
@@ -428,11 +447,18 @@ class Emitter {
     std::string at = index_text(b.name, idx);
     auto step = lane_step(idx);
     if (step && step->as_int() == 1) {
-      line(v + ".store(" + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
+      if (is_half(d)) {
+        line("coil_vstore_half<" + c10_half(d) + ">(" + v + ", " + ptr_.at(b.name) + " + (" + at +
+             "), " + vec_->count + ");");
+      } else {
+        line(v + ".store(" + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
+      }
       return;
     }
-    line("coil_vstore_lanes(" + v + ", [&](int64_t " + vec_->var + ", " + ctype(d) + " e) { " +
-         ptr_.at(b.name) + "[" + at + "] = e; }, " + vec_->var + ", " + vec_->count + ");");
+    std::string lane_t = *vec_->elem == DType::Float64 ? "double" : "float";
+    line("coil_vstore_lanes(" + v + ", [&](int64_t " + vec_->var + ", " + lane_t + " e) { " +
+         ptr_.at(b.name) + "[" + at + "] = static_cast<" + ctype(d) + ">(e); }, " + vec_->var +
+         ", " + vec_->count + ");");
   }
 
   // What rendering a loop changes, restored when its vector form is abandoned.

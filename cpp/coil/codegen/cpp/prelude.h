@@ -330,7 +330,7 @@ inline coil_half coil_polygamma(coil_half n, coil_half x) {
 // The library headers of vector kernels: heavy (a second to parse), so the build precompiles them
 // (runtime::BuildOptions::precompiled_header) and kVecPrelude's own includes of them are no-ops.
 inline constexpr const char* kVecHeaders =
-    "#include <ATen/cpu/vec/functional_base.h>\n#include <ATen/cpu/vec/vec.h>\n";
+    "#include <ATen/cpu/vec/functional.h>\n#include <ATen/cpu/vec/vec.h>\n";
 
 // Appended to kPrelude in kernel files with vector loops (codegen/cpp/cpp_vec.h): ATen's SIMD
 // library, built for the CPU capability torch runs its own kernels with (CPU_CAPABILITY_AVX512,
@@ -338,7 +338,7 @@ inline constexpr const char* kVecHeaders =
 // functions are SLEEF's, in torch's own library, which such files link.
 inline constexpr const char* kVecPrelude =
     R"PRELUDE(
-#include <ATen/cpu/vec/functional_base.h>
+#include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
 namespace {
@@ -360,6 +360,20 @@ inline V coil_vlanes(const F& f, int64_t base, int64_t n) {
   alignas(64) typename V::value_type lanes[V::size()] = {};
   for (int64_t l = 0; l < n; ++l) lanes[l] = f(base + l);
   return V::loadu(lanes);
+}
+// bfloat16 / float16 (T: c10::BFloat16 or c10::Half, laid out as coil_bf16 / coil_half) in float
+// lanes: n values loaded and widened, stored narrowed (round to nearest even), or rounded in place.
+template <typename T>
+inline VecF coil_vload_half(const void* p, int64_t n) {
+  return std::get<0>(at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p, n)));
+}
+template <typename T>
+inline void coil_vstore_half(const VecF& v, void* p, int64_t n) {
+  at::vec::convert_from_float<T>(v, v).store(p, n);
+}
+template <typename T>
+inline VecF coil_vround(const VecF& v) {
+  return std::get<0>(at::vec::convert_to_float<T>(at::vec::convert_from_float<T>(v, v)));
 }
 // f(var, lane value) for the n lanes: stores that are not contiguous along the loop.
 template <typename V, typename F>
