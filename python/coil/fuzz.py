@@ -573,10 +573,13 @@ def _eager(program: Program, inputs: list):
         return run_program(program, [t.clone() for t in inputs])
 
 
-def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False) -> Result:
+def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
+               vectorize: str | None = None) -> Result:
     """Compiles and runs one program; compares with eager. With `dynamic`, the program is
     compiled with symbolic sizes (dynamic=True) and also run at a second size where eager can
-    run it (a program whose reshapes or slices fit one size only is checked at that size)."""
+    run it (a program whose reshapes or slices fit one size only is checked at that size).
+    vectorize: the cpp_vectorize option to compile under ("on": every C++ kernel's innermost
+    loop in vector form where it has one, so the fuzzer's small programs exercise them)."""
     import coil
 
     program, inputs = generate(seed)
@@ -595,7 +598,10 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False) -> 
         return run_program(program, list(xs))
 
     try:
-        with coil.config.patch(debug_dir=folder), warnings.catch_warnings():
+        patch = {"debug_dir": folder}
+        if vectorize:
+            patch["cpp_vectorize"] = vectorize
+        with coil.config.patch(**patch), warnings.catch_warnings():
             warnings.simplefilter("error", coil.CoilWarning)
             compiled = torch.compile(fn, backend="coil", dynamic=dynamic)
             actual = compiled(*[t.clone() for t in inputs])
@@ -641,6 +647,10 @@ def main(argv=None) -> int:
         "--dynamic", action="store_true",
         help="compile with symbolic sizes and also run each program at a second size",
     )
+    parser.add_argument(
+        "--vectorize", choices=("auto", "on", "off"), default=None,
+        help="compile under this cpp_vectorize option (on: vector loops even in small kernels)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
@@ -651,7 +661,7 @@ def main(argv=None) -> int:
             break
         if args.count is None and time.time() - start > args.seconds:
             break
-        r = check_seed(seed, args.out, dynamic=args.dynamic)
+        r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize)
         ran += 1
         if not r.ok:
             failed += 1

@@ -53,6 +53,26 @@ def test_random_programs_match_eager_with_dynamic_sizes(tmp_path):
     assert not failures, "\n\n".join(failures)
 
 
+VECTOR_FIRST_SEED = 7000
+VECTOR_COUNT = 40
+
+
+def test_random_programs_match_eager_in_vector_loops(tmp_path):
+    # The same generator with every C++ kernel's innermost loop in vector form where it has one
+    # (cpp_vectorize="on", which also vectorizes the short loops of the fuzzer's small tensors):
+    # at::vec's math, masked tails, broadcasts, transposed tiles and 16-bit conversions against
+    # eager (python -m coil.fuzz --vectorize on).
+    requires_coil()
+    from coil.fuzz import check_seed
+
+    failures = []
+    for seed in range(VECTOR_FIRST_SEED, VECTOR_FIRST_SEED + VECTOR_COUNT):
+        result = check_seed(seed, str(tmp_path), vectorize="on")
+        if not result.ok:
+            failures.append(f"seed {seed} (graph in {result.folder}):\n{result.message}")
+    assert not failures, "\n\n".join(failures)
+
+
 # Regressions found by the fuzzer. Each compiles a small program and requires that coil built it
 # (no eager fallback) and matches eager.
 

@@ -18,12 +18,12 @@ using sym::Expr;
 using test::contiguous;
 using test::GraphBuilder;
 
-std::vector<KernelSource> render(const graph::Graph& g) {
+std::vector<KernelSource> render(const graph::Graph& g, const std::string& mode = "on") {
   ir::Program prog = lower::lower_graph(g);
   sched::Schedule s = sched::schedule_program(prog);
   std::vector<KernelSource> out;
   for (const sched::Kernel& k : s.kernels) {
-    out.push_back(render_cpp_kernel(prog, s, k, kernel_name(prog, k, "cpp", k.id), "on"));
+    out.push_back(render_cpp_kernel(prog, s, k, kernel_name(prog, k, "cpp", k.id), mode));
   }
   return out;
 }
@@ -99,13 +99,22 @@ TEST(CppVec, LoopsWithoutAVectorFormStayScalarAndSayWhy) {
   EXPECT_FALSE(contains(k[0].code, "auto tmp")) << k[0].code;  // nothing left of the attempt
 }
 
-TEST(CppVec, ShortLoopsStayScalar) {
-  GraphBuilder b;
-  Arg x = b.input("arg0_1", contiguous({64, 3}));
-  Arg y = b.call("exp", "aten.exp.default", {x}, contiguous({64, 3}));
-  std::vector<KernelSource> k = render(b.finish({y}));
+TEST(CppVec, AutoKeepsShortLoopsAndSmallKernelsScalar) {
+  auto exp_of = [](std::vector<Expr> sizes) {
+    GraphBuilder b;
+    Arg x = b.input("arg0_1", contiguous(sizes));
+    return b.finish({b.call("exp", "aten.exp.default", {x}, contiguous(sizes))});
+  };
+  std::vector<KernelSource> k = render(exp_of({4096, 3}), "auto");
   ASSERT_EQ(k.size(), 1u);
   EXPECT_TRUE(contains(k[0].code, "scalar (omp simd): too few iterations")) << k[0].code;
+  k = render(exp_of({4, 64}), "auto");  // 256 elements: no attempt at all
+  EXPECT_FALSE(k[0].vectorized);
+  EXPECT_FALSE(contains(k[0].code, "vectorized")) << k[0].code;
+  k = render(exp_of({64, 128}), "auto");
+  EXPECT_TRUE(k[0].vectorized) << k[0].code;
+  k = render(exp_of({4096, 3}), "on");  // "on": short loops too, all tail
+  EXPECT_TRUE(k[0].vectorized) << k[0].code;
 }
 
 TEST(CppVec, OpTextsUseAtVec) {

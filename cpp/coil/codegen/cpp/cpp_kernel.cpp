@@ -40,8 +40,14 @@ struct NoVectorForm {
 
 class Emitter {
  public:
-  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k, bool vectorize)
-      : prog_(prog), s_(s), k_(k), env_(k.range_env()), vectorize_(vectorize) {}
+  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k, bool vectorize,
+          int64_t min_trip)
+      : prog_(prog),
+        s_(s),
+        k_(k),
+        env_(k.range_env()),
+        vectorize_(vectorize),
+        min_trip_(min_trip) {}
 
   KernelSource render(const std::string& name) {
     KernelSource src;
@@ -718,7 +724,7 @@ class Emitter {
     }
     std::string r = "r" + std::to_string(k_.rsizes.size() - 1);
     auto trip = k_.rsizes.back().as_int();
-    bool allowed = vectorize_ && !column() && (!trip || *trip >= kMinVectorTrip);
+    bool allowed = vectorize_ && !column() && (!trip || *trip >= min_trip_);
     // (Nothing is noted where vectorization is off or column mode keeps its own lane loops.)
     std::string why = column() || !vectorize_ ? "" : "too few iterations";
     with_vector_attempt(r, allowed, why,
@@ -987,7 +993,7 @@ class Emitter {
       size_t i = headers.size() - 1;
       std::optional<int64_t> trip =
           tiled ? std::optional<int64_t>(k_.tile) : k_.xsizes.back().as_int();
-      bool allowed = vectorize_ && (!trip || *trip >= kMinVectorTrip);
+      bool allowed = vectorize_ && (!trip || *trip >= min_trip_);
       std::string why = !vectorize_ ? "" : "too few iterations";
       with_vector_attempt("x" + std::to_string(nx - 1), allowed, why, [&](bool vector) {
         if (tiled && vector) {
@@ -1036,6 +1042,7 @@ class Emitter {
   // Vector form (cpp_vec.h): allowed at all, the loop being rendered in it, the variables
   // holding vectors, and what was decided for each innermost loop.
   bool vectorize_;
+  int64_t min_trip_;  // innermost loops shorter than this stay scalar
   std::optional<VecLoop> vec_;
   std::set<std::string> vec_names_;
   std::string vec_last_type_;
@@ -1086,7 +1093,9 @@ KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s
     for (const Expr& e : k.rsizes) work = work * e;
     vector = !work.as_int() || *work.as_int() >= kVectorMinWork;
   }
-  Emitter e(prog, s, k, vector);
+  // "on" vectorizes short loops too (all tail): how tests and the fuzzer reach the vector forms
+  // with small tensors.
+  Emitter e(prog, s, k, vector, vectorize == "on" ? 1 : kMinVectorTrip);
   return e.render(name);
 }
 
