@@ -62,7 +62,8 @@ void choose_cpu_strategy(const ir::Program& prog, Kernel& k) {
   }
   if (nx < 2 || !at_least(k.xsizes[nx - 1], 16) || !at_least(k.xsizes[nx - 2], 16)) return;
   for (const sym::Affine& a : reads) {
-    if (a.coeffs[nx - 2] == Expr(1) && a.coeffs[nx - 1] != Expr(1)) {
+    // (A read the same along x[n-1], such as a per-channel parameter, is no transpose.)
+    if (a.coeffs[nx - 2] == Expr(1) && a.coeffs[nx - 1] != Expr(1) && a.coeffs[nx - 1] != Expr(0)) {
       k.tile = kTranspose_tile;
       k.decisions.push_back("tiling " + std::to_string(kTranspose_tile) + "x" +
                             std::to_string(kTranspose_tile) + " over x" + std::to_string(nx - 2) +
@@ -144,7 +145,11 @@ void order_loops(const ir::Program& prog, Kernel& k) {
     for (const Member& m : k.members) {
       for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
         auto aff = sym::as_affine(sym::substitute(a.index, m.var_map), xs);
-        if (!aff || aff->coeffs[order.back()] == Expr(1)) continue;
+        // Transposed: varies along the innermost loop, but not contiguously. (A read the same
+        // along it, such as a per-channel parameter, is loaded once per row: no transpose.)
+        if (!aff || aff->coeffs[order.back()] == Expr(1) || aff->coeffs[order.back()] == Expr(0)) {
+          continue;
+        }
         auto it = std::find_if(order.begin(), order.end() - 1,
                                [&](size_t i) { return aff->coeffs[i] == Expr(1); });
         if (it == order.end() - 1) continue;

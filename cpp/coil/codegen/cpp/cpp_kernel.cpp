@@ -341,7 +341,8 @@ class Emitter {
           return std::optional<Expr>(d);
         };
         auto sa = step(xa), sb = step(xb);
-        if (!sa || !sb || sa->as_int() != 1 || sb->as_int() == 1) continue;
+        // Contiguous along xa, varying along xb but not contiguously.
+        if (!sa || !sb || sa->as_int() != 1 || sb->as_int() == 1 || sb->as_int() == 0) continue;
         std::string name = "tile" + std::to_string(tiles_.size());
         Expr origin =
             sym::substitute(v->index, {{xa, Expr::symbol("xt0")}, {xb, Expr::symbol("xt1")}});
