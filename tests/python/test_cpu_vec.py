@@ -158,9 +158,9 @@ def test_transposed_output_and_inputs(vectorize):
     check(lambda x, y: (x.t() + y).t().contiguous() * 2, make_tensor((40, 33)), make_tensor((33, 40)))
 
 
-@pytest.mark.parametrize("shape", [(128, 96), (70, 45), (33, 100)], ids=["even", "odd", "short"])
+@pytest.mark.parametrize("shape", [(256, 128), (200, 45), (33, 300)], ids=["even", "odd", "short"])
 def test_tiled_transposes(shape, vectorize, debug):
-    # Tiles of 32x32, full and partial: the transposed read goes through a transposed tile.
+    # Tiles of 128x128, full and partial: the transposed read goes through a transposed tile.
     a, b = make_tensor(shape), make_tensor(shape[::-1])
     check(lambda x, y: torch.sigmoid(x.t()) + y * 2, a, b)
     text = kernel_text(debug)
