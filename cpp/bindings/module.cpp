@@ -69,5 +69,7 @@ NB_MODULE(_C, m) {
   m.def("recomputes_in_kernels", &coil::lower::recomputes_in_kernels, nb::arg("target"),
         "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
+  m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
+  m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;
   bind_runtime(m);
 }

@@ -174,6 +174,31 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     return _compile_graph(gm, example_inputs, kind, opts)[0]
 
 
+_vec_warned = False
+
+
+def _cpp_vectorize(opts: config.Options, example_inputs) -> str:
+    """opts.cpp_vectorize, or "off" where vector kernels do not build on this machine (checked
+    once, for graphs that get C++ kernels: those without CUDA tensors), with one warning."""
+    global _vec_warned
+    if opts.cpp_vectorize == "off" or opts.cpu_backend != "cpp":
+        return opts.cpp_vectorize
+    if any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs):
+        return opts.cpp_vectorize
+    if runtime.vec_flags() is not None:
+        return opts.cpp_vectorize
+    if not _vec_warned:
+        _vec_warned = True
+        warnings.warn(
+            "coil: C++ kernels with at::vec vector loops do not build with "
+            f"{opts.compiler!r} here (a probe kernel failed; see its build.log in "
+            f"{opts.cache_dir}); C++ kernels are scalar (cpp_vectorize='off')",
+            CoilWarning,
+            stacklevel=2,
+        )
+    return "off"
+
+
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
     """(boxed call, its CompiledGraph record, the tensor constants the call appends)."""
     with config.active(opts):
@@ -204,7 +229,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
             gemm_padding=opts.gemm_padding,
             inference=kind == "inference",
             fallback_random=bool(opts.fallback_random),
-            cpp_vectorize=opts.cpp_vectorize,
+            cpp_vectorize=_cpp_vectorize(opts, example_inputs),
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])

@@ -92,12 +92,18 @@ def aten_header_flags() -> tuple:
     return tuple(flags)
 
 
-@functools.cache
-def vec_flags() -> tuple:
-    """Compiler flags for kernel files with vector loops (ATen's at::vec, prelude.h kVecPrelude):
-    torch's headers, at::vec built for the CPU capability torch dispatches its own kernels to
-    (AVX512, AVX2, or the portable DEFAULT), and torch's CPU library, whose SLEEF math functions
-    the vectors call."""
+# A kernel file with one vector loop of each kind of call vector kernels make (SLEEF through
+# torch's library, at::vec's own polynomials, 16-bit conversions): built once per machine (the
+# build cache keeps it) to learn whether vector kernels build here at all.
+_VEC_PROBE = """
+extern "C" void coil_vec_probe(float* p, const void* h, int64_t n) {
+  VecF v = VecF::loadu(p, n);
+  (v.tanh() + v.exp_u20() + v.erf() + coil_vload_half<c10::BFloat16>(h, n)).store(p, n);
+}
+"""
+
+
+def _vec_base_flags() -> list:
     cap = torch.backends.cpu.get_cpu_capability()
     flags = list(aten_header_flags())
     if cap in ("AVX512", "AVX2"):
@@ -106,9 +112,29 @@ def vec_flags() -> tuple:
         flags += ["-DCPU_CAPABILITY=DEFAULT"]
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     flags += [f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"]
-    if shutil.which("ld.gold"):
-        flags.append("-fuse-ld=gold")  # reads libtorch_cpu's symbols in a third of ld.bfd's time
-    return tuple(flags)
+    return flags
+
+
+@functools.cache
+def vec_flags() -> tuple | None:
+    """Compiler flags for kernel files with vector loops (ATen's at::vec, prelude.h kVecPrelude):
+    torch's headers, at::vec built for the CPU capability torch dispatches its own kernels to
+    (AVX512, AVX2, or the portable DEFAULT), and torch's CPU library, whose SLEEF math functions
+    the vectors call; gold links them where it can (it reads libtorch_cpu's symbols in a third of
+    ld.bfd's time). None where no vector kernel builds (a compiler without the libraries torch's
+    need, headers that do not parse): C++ kernels are then scalar (backend.py warns once)."""
+    base = _vec_base_flags()
+    candidates = ([base + ["-fuse-ld=gold"]] if shutil.which("ld.gold") else []) + [base]
+    source = _C.CPP_PRELUDE + _C.VEC_PRELUDE + _VEC_PROBE
+    opts = config.options
+    for flags in candidates:
+        try:
+            _C.build_shared_library(source, cache_dir=opts.cache_dir, compiler=opts.compiler,
+                                    flags=flags, precompiled_header=_C.VEC_HEADERS)
+        except RuntimeError:
+            continue
+        return tuple(flags)
+    return None
 
 
 def load_cpp(source: str, aten_headers: bool = False, vec: bool = False):
@@ -116,7 +142,7 @@ def load_cpp(source: str, aten_headers: bool = False, vec: bool = False):
     aten_headers: the source includes ATen's headers (kernels calling its special functions).
     vec: the source has vector loops (at::vec)."""
     opts = config.options
-    flags = vec_flags() if vec else aten_header_flags() if aten_headers else None
+    flags = (vec_flags() or _vec_base_flags()) if vec else aten_header_flags() if aten_headers else None
     built = _C.build_shared_library(
         source,
         cache_dir=opts.cache_dir,

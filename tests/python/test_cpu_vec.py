@@ -287,3 +287,27 @@ def test_unknown_vectorize_value_is_an_error():
             torch.ones(2)
         )
     assert coil.config.options.cpp_vectorize == before  # options= changes nothing global
+
+
+def test_machines_where_vector_kernels_do_not_build_get_scalar_kernels(monkeypatch, debug):
+    # A compiler that cannot build at::vec kernels (the probe in runtime.vec_flags fails): one
+    # warning, and every graph still compiles, with scalar loops.
+    import coil
+    from coil import backend, runtime
+
+    monkeypatch.setattr(runtime, "vec_flags", lambda: None)
+    monkeypatch.setattr(backend, "_vec_warned", False)
+    reset_compiler()
+    f = torch.compile(lambda t: torch.tanh(t) * 3, backend=BACKEND)
+    x = make_tensor((64, 256))
+    with pytest.warns(coil.CoilWarning, match="do not build"):
+        torch.testing.assert_close(f(x), torch.tanh(x) * 3)
+    assert not any(r.eager_fallback for r in coil_records())
+    assert "VecF" not in kernel_text(debug).split("// cpp_fused", 1)[1]
+
+
+def test_vector_kernels_build_here():
+    # The probe passes on this machine (CI's): the vector forms above are really built and run.
+    from coil import runtime
+
+    assert runtime.vec_flags() is not None
