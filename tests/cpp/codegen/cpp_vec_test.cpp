@@ -38,8 +38,10 @@ TEST(CppVec, PointwiseChainIsOneVectorLoopWithAMaskedTail) {
   const std::string& c = k[0].code;
   EXPECT_TRUE(k[0].vectorized);
   EXPECT_TRUE(contains(c, "// decision: loop x1 vectorized (at::vec VecF, a masked tail)")) << c;
-  EXPECT_TRUE(contains(c, "x1 += VecF_lanes) {")) << c;
-  EXPECT_TRUE(contains(c, "const int64_t n_x1 = std::min<int64_t>(VecF_lanes, ")) << c;
+  // Whole vectors with a constant lane count, then one masked tail.
+  EXPECT_TRUE(contains(c, "x1 < x1_whole; x1 += VecF_lanes) {")) << c;
+  EXPECT_TRUE(contains(c, "constexpr int64_t n_x1 = VecF_lanes;")) << c;
+  EXPECT_TRUE(contains(c, "if (x1_whole < 16) {  // the tail")) << c;
   EXPECT_TRUE(contains(c, "VecF::loadu(in_ptr0 + (")) << c;
   EXPECT_TRUE(contains(c, ".exp_u20()")) << c;
   EXPECT_TRUE(contains(c, ".store(out_ptr0 + (")) << c;

@@ -523,28 +523,39 @@ class Emitter {
     render(false);
   }
 
-  // The vector loop over vec_->var in [begin, end): each iteration covers a vector's lanes
-  // (fewer in the last, masked). The body is rendered first: its values fix the lanes' type.
+  // The vector loop over vec_->var in [begin, end): whole vectors, where the lane count is a
+  // constant (so at::vec's masked loads, stores and blends fold to plain ones), then one masked
+  // vector for the tail. The body is rendered first (its values fix the lanes' type) and emitted
+  // in both.
   void vector_loop(const std::string& begin, const std::string& end, const std::string& pragma,
                    const std::function<void()>& body) {
     std::ostringstream* out = out_;
     std::ostringstream inner;
     out_ = &inner;
-    ++indent_;
+    indent_ += 2;
     body();
-    --indent_;
+    indent_ -= 2;
     out_ = out;
     vec_last_type_ = vec();
-    if (!pragma.empty()) line(pragma);
     const std::string& var = vec_->var;
     // (An OpenMP loop's increment must be a variable or constant, not VecF::size().)
     std::string lanes = vec() + "_lanes";
-    line("for (int64_t " + var + " = " + begin + "; " + var + " < " + end + "; " + var +
-         " += " + lanes + ") {");
+    std::string whole = var + "_whole";  // where the whole vectors end
+    line("{");
     ++indent_;
-    line("const int64_t " + vec_->count + " = std::min<int64_t>(" + lanes + ", " + end + " - " +
-         var + ");");
+    line("const int64_t " + whole + " = " + begin + " + (" + end + " - " + begin + ") / " + lanes +
+         " * " + lanes + ";");
+    if (!pragma.empty()) line(pragma);
+    line("for (int64_t " + var + " = " + begin + "; " + var + " < " + whole + "; " + var +
+         " += " + lanes + ") {");
+    line("  constexpr int64_t " + vec_->count + " = " + lanes + ";");
     *out_ << inner.str();
+    line("}");
+    line("if (" + whole + " < " + end + ") {  // the tail");
+    line("  const int64_t " + var + " = " + whole + ";");
+    line("  const int64_t " + vec_->count + " = " + end + " - " + whole + ";");
+    *out_ << inner.str();
+    line("}");
     --indent_;
     line("}");
   }
