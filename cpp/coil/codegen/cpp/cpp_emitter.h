@@ -1,0 +1,229 @@
+// The C++ kernel renderer's state and steps, shared by its two files: cpp_kernel.cpp (loops,
+// scalar values, stores, reductions) and cpp_vec_loops.cpp (the innermost loop in vector form).
+// Internal to codegen/cpp; the interface is cpp_kernel.h.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coil/codegen/cpp/cpp_kernel.h"
+
+namespace coil::codegen::cpp {
+
+using graph::DType;
+using ir::Op;
+using ir::Value;
+using sym::Expr;
+
+// Kernels with less work than this run on one thread: starting OpenMP workers costs microseconds.
+constexpr int64_t kParallelMinElements = 32768;
+// Innermost loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail.
+constexpr int64_t kMinVectorTrip = 8;
+
+// Thrown while rendering an innermost loop in vector form when a value varying along it has no
+// vector form; the loop is then rendered scalar. `why` goes into the kernel's header.
+struct NoVectorForm {
+  std::string why;
+};
+
+// Renders one scheduled kernel (render_cpp_kernel).
+class Emitter {
+ public:
+  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k, bool vectorize,
+          int64_t min_trip)
+      : prog_(prog),
+        s_(s),
+        k_(k),
+        env_(k.range_env()),
+        vectorize_(vectorize),
+        min_trip_(min_trip) {}
+
+  KernelSource render(const std::string& name);
+
+ private:
+  bool stored(const std::string& buf) const;
+
+  void collect_args();
+
+  std::string header_comment(const std::string& name) const;
+
+  void line(const std::string& text) { *out_ << std::string(indent_ * 2, ' ') << text << "\n"; }
+
+  std::string index_text(const std::string& buf, const Expr& idx);
+
+  // v's index with each indirect symbol replaced by a temporary holding its checked position
+  // (coil_index: wrapped, bounds-checked where the access happens, 0 when out of bounds).
+  Expr checked_index(Value v);
+
+  // Emits statements computing v (already in kernel variables); returns the C++ expression.
+  std::string value(Value root);
+
+  // A special-function op's call (cpp_special.h), noting when it needs ATen's header.
+  std::optional<std::string> special_text(Value v);
+
+  // ---- the innermost loop in vector form (cpp_vec.h) ----
+  // The loop being rendered in vector form: each iteration covers `count` consecutive values of
+  // `var` (one per lane), starting at var.
+  struct VecLoop {
+    std::string var;
+    Expr sym;
+    std::string count;
+    std::optional<DType> elem;  // the lanes' type (float32 or float64), from the first value
+  };
+
+  std::string vec() const;
+
+  // Values of type d may vary along the vector loop: the lanes' type, or masks. bfloat16 and
+  // float16 values ride in float32 lanes (exactly: each holds a value of its type), converted in
+  // registers where they are loaded, stored or rounded.
+  static bool is_half(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
+  void lane_type(DType d);
+  // c10's type of a 16-bit float, for at::vec's conversions.
+  static std::string c10_half(DType d);
+
+  bool is_vector(const std::string& text) const { return vec_names_.count(text) > 0; }
+
+  bool mentions_loop_var(const Expr& e) const;
+
+  // Whether v differs between the lanes of the vector loop.
+  bool varies(Value v) const;
+
+  // An operand of a vector op: a vector variable, or a value the same in every lane, broadcast.
+  std::string vec_operand(const std::string& text, DType d) const;
+  std::string vec_operand(Value a) const { return vec_operand(*lookup(a), a.dtype()); }
+
+  // The step of idx between consecutive lanes, when it is the same for every lane.
+  std::optional<Expr> lane_step(const Expr& idx) const;
+
+  // A vector of buf's elements at idx, one per lane: one load where idx is contiguous along the
+  // loop, else lane by lane.
+  std::string lanes_read(const std::string& buf, const Expr& idx, DType d);
+
+  // Tiled kernels (Kernel::tile): each read contiguous along the tile's outer loop xa rather than
+  // its vector loop xb is transposed, a tile at a time, into a local buffer (at::vec's
+  // transpose_mxn: 16x16 blocks in registers), so that both the read of the input and the vector
+  // loop's read of the tile are contiguous. The buffers are emitted here, before the xa loop.
+  void transposed_tiles(const std::string& size_a, const std::string& size_b);
+
+  void vector_value(Value v);
+
+  void vector_store(const ir::Buffer& b, const Expr& idx, const std::string& val);
+
+  // What rendering a loop changes, restored when its vector form is abandoned.
+  struct Snapshot {
+    std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo;
+    std::map<std::string, std::string> available;
+    std::set<std::string> vec_names;
+    sym::RangeEnv env;
+    int next_tmp, indent;
+    bool aten_math;
+  };
+  Snapshot snapshot() const;
+  void restore(const Snapshot& s);
+
+  // Renders a loop nest through render(vector) in vector form over the innermost loop `var`, or,
+  // where some value has no vector form, scalar; the choice goes into the kernel's header.
+  void with_vector_attempt(const std::string& var, bool allowed, const std::string& not_allowed,
+                           const std::function<void(bool)>& render);
+
+  // The vector loop over vec_->var in [begin, end): whole vectors, where the lane count is a
+  // constant (so at::vec's masked loads, stores and blends fold to plain ones), then one masked
+  // vector for the tail. The body is rendered first (its values fix the lanes' type) and emitted
+  // in both.
+  void vector_loop(const std::string& begin, const std::string& end, const std::string& pragma,
+                   const std::function<void()>& body);
+
+  const std::string* lookup(Value v) const;
+
+  Value kernel_body(const sched::Member& m) const {
+    return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
+  }
+
+  // A scatter combines its value into the element its target names.
+  void scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& val);
+
+  static DType opmath(DType d) {
+    return d == DType::BFloat16 || d == DType::Float16 ? DType::Float32 : d;
+  }
+
+  const ir::Buffer* scatter() const;
+
+  // Scatter-adds of types `omp atomic` handles run in parallel; other scatters that combine values
+  // run serially (no two updates of one element may interleave).
+  bool atomic_scatter() const;
+
+  void store(const ir::Buffer& b, const sched::Member& m, const std::string& val);
+
+  // Column mode (Kernel::column_block): the last x dim runs innermost in blocks, so per-x-point
+  // values are arrays indexed by the lane xi, and each x point's code sits in a `for (xi ...)`
+  // loop.
+  bool column() const { return k_.column_block > 0; }
+  std::string last_x() const { return "x" + std::to_string(k_.xsizes.size() - 1); }
+  std::string lane(const std::string& v) const { return column() ? v + "[xi]" : v; }
+
+  void open_lanes(bool simd);
+
+  void close_lanes();
+
+  // Computes a pointwise member; outer-level values in column mode go to their lane's slot.
+  void emit_pointwise(const sched::Member& m);
+
+  // " reduction(op:acc, ...)" clauses for a loop whose reductions all have a SIMD form (sums,
+  // and max/min through the prelude's NaN-propagating declared reductions); "" when one has
+  // none (products, any/all, arg-reductions, Welford): that loop stays scalar.
+  std::string simd_reduction_clauses(const std::vector<const sched::Member*>& reductions) const;
+
+  static bool is_arg_reduction(const ir::Buffer& b) {
+    return *b.reduction == ir::ReductionType::ArgMax || *b.reduction == ir::ReductionType::ArgMin;
+  }
+
+  void render_stage(const sched::Stage& stage);
+
+  // The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
+  // r loop runs in vector form), and the results they leave for each x point.
+  void render_reduction_loops(const sched::Stage& stage, bool vector);
+
+  // One step of a scalar reduction: the accumulator takes the member's value `val`.
+  void accumulate(const sched::Member& m, const std::string& val);
+
+  std::string loop_header(const std::string& var, const std::string& begin, const std::string& end,
+                          const std::string& step = "1") {
+    std::string inc = step == "1" ? "++" + var : var + " += " + step;
+    return "for (int64_t " + var + " = " + begin + "; " + var + " < " + end + "; " + inc + ") {";
+  }
+
+  void render_loops();
+
+  const ir::Program& prog_;
+  const sched::Schedule& s_;
+  const sched::Kernel& k_;
+  sym::RangeEnv env_;
+  std::ostringstream* out_ = nullptr;
+  int indent_ = 1;
+  int next_tmp_ = 0;
+  bool aten_math_ = false;
+  std::vector<KernelArg> args_;
+  std::map<std::string, std::string> ptr_;
+  std::map<std::string, std::string> available_;  // buffer -> variable holding its value here
+  std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
+  // Vector form (cpp_vec.h): allowed at all, the loop being rendered in it, the variables
+  // holding vectors, and what was decided for each innermost loop.
+  bool vectorize_;
+  int64_t min_trip_;  // innermost loops shorter than this stay scalar
+  std::optional<VecLoop> vec_;
+  std::set<std::string> vec_names_;
+  std::string vec_last_type_;
+  std::vector<std::string> vec_decisions_;
+  bool vectorized_ = false;
+  // Transposed tiles of the tile being rendered: read (buffer@index) -> index into the tile, and
+  // the tile's name.
+  std::map<std::string, std::string> tiles_, tile_names_;
+};
+
+}  // namespace coil::codegen::cpp

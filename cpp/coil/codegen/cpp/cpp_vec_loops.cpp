@@ -1,0 +1,335 @@
+// The innermost loop of a C++ kernel in vector form (cpp_emitter.h, cpp_vec.h): which values
+// vary along it, their vector texts, loads and stores of lanes, transposed tiles, and the attempt
+// that falls back to the scalar loop.
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "coil/codegen/cpp/cpp_emitter.h"
+#include "coil/codegen/cpp/cpp_ops.h"
+#include "coil/codegen/cpp/cpp_vec.h"
+
+namespace coil::codegen::cpp {
+
+std::string Emitter::vec() const {
+  if (!vec_->elem) throw NoVectorForm{"no floating-point value varies along the loop"};
+  return *vec_type(*vec_->elem);
+}
+
+void Emitter::lane_type(DType d) {
+  if (d == DType::Bool) return;
+  DType lanes = is_half(d) ? DType::Float32 : d;
+  if (!vec_type(lanes)) throw NoVectorForm{std::string(graph::dtype_name(d)) + " values vary"};
+  if (!vec_->elem) vec_->elem = lanes;
+  if (*vec_->elem != lanes) throw NoVectorForm{"float32 and float64 values vary in one loop"};
+}
+
+// c10's type of a 16-bit float, for at::vec's conversions.
+std::string Emitter::c10_half(DType d) {
+  return d == DType::BFloat16 ? "c10::BFloat16" : "c10::Half";
+}
+
+bool Emitter::mentions_loop_var(const Expr& e) const {
+  for (const Expr& x : sym::free_symbols(e)) {
+    if (x == vec_->sym) return true;
+  }
+  return false;
+}
+
+// Whether v differs between the lanes of the vector loop.
+bool Emitter::varies(Value v) const {
+  switch (v.op()) {
+    case Op::Constant:
+      return false;
+    case Op::Load:
+      if (available_.count(v->buffer) && !ir::has_indirect(v->index)) return false;
+      if (mentions_loop_var(v->index)) return true;
+      break;
+    case Op::IndexExpr:
+    case Op::Guard:
+      if (mentions_loop_var(v->index)) return true;
+      break;
+    default:
+      break;
+  }
+  for (const Value& a : v->args) {
+    if (is_vector(*lookup(a))) return true;
+  }
+  return false;
+}
+
+// An operand of a vector op: a vector variable, or a value the same in every lane, broadcast.
+std::string Emitter::vec_operand(const std::string& text, DType d) const {
+  if (is_vector(text)) return text;
+  if (d == DType::Bool) return "coil_vmask<" + vec() + ">(" + text + ")";
+  return vec() + "(" + text + ")";
+}
+
+// The step of idx between consecutive lanes, when it is the same for every lane.
+std::optional<Expr> Emitter::lane_step(const Expr& idx) const {
+  sym::ExprMap next{{vec_->sym, vec_->sym + 1}};
+  Expr step = sym::simplify(sym::substitute(idx, next) - idx, env_);
+  if (mentions_loop_var(step)) return std::nullopt;
+  return step;
+}
+
+// A vector of buf's elements at idx, one per lane: one load where idx is contiguous along the
+// loop, else lane by lane.
+std::string Emitter::lanes_read(const std::string& buf, const Expr& idx, DType d) {
+  auto tile = tiles_.find(buf + "@" + sym::to_cpp(sym::simplify(idx, env_), env_));
+  if (tile != tiles_.end()) {
+    return vec() + "::loadu(" + tile_names_.at(tile->first) + " + (" + tile->second + "), " +
+           vec_->count + ")";
+  }
+  std::string at = index_text(buf, idx);
+  auto step = lane_step(idx);
+  if (step && step->as_int() == 1 && is_half(d)) {
+    return "coil_vload_half<" + c10_half(d) + ">(" + ptr_.at(buf) + " + (" + at + "), " +
+           vec_->count + ")";
+  }
+  if (step && step->as_int() == 1) {
+    return vec() + "::loadu(" + ptr_.at(buf) + " + (" + at + "), " + vec_->count + ")";
+  }
+  return "coil_vlanes<" + vec() + ">([&](int64_t " + vec_->var + ") { return " + ptr_.at(buf) +
+         "[" + at + "]; }, " + vec_->var + ", " + vec_->count + ")";
+}
+
+// Tiled kernels (Kernel::tile): each read contiguous along the tile's outer loop xa rather than
+// its vector loop xb is transposed, a tile at a time, into a local buffer (at::vec's
+// transpose_mxn: 16x16 blocks in registers), so that both the read of the input and the vector
+// loop's read of the tile are contiguous. The buffers are emitted here, before the xa loop.
+void Emitter::transposed_tiles(const std::string& size_a, const std::string& size_b) {
+  size_t nx = k_.xsizes.size();
+  Expr xa = Expr::symbol("x" + std::to_string(nx - 2));
+  Expr xb = Expr::symbol("x" + std::to_string(nx - 1));
+  std::string t = std::to_string(k_.tile);
+  for (const sched::Member& m : k_.members) {
+    for (const Value& v : ir::topo_order({kernel_body(m)})) {
+      if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
+      if (!vec_type(v.dtype()) || available_.count(v->buffer)) continue;  // f32/f64 tiles
+      std::string key = v->buffer + "@" + sym::to_cpp(sym::simplify(v->index, env_), env_);
+      if (tiles_.count(key)) continue;
+      auto step = [&](const Expr& x) {
+        Expr d = sym::simplify(sym::substitute(v->index, {{x, x + 1}}) - v->index, env_);
+        for (const Expr& s : sym::free_symbols(d)) {
+          if (s == xa || s == xb) return std::optional<Expr>();
+        }
+        return std::optional<Expr>(d);
+      };
+      auto sa = step(xa), sb = step(xb);
+      // Contiguous along xa, varying along xb but not contiguously.
+      if (!sa || !sb || sa->as_int() != 1 || sb->as_int() == 1 || sb->as_int() == 0) continue;
+      std::string name = "tile" + std::to_string(tiles_.size());
+      Expr origin =
+          sym::substitute(v->index, {{xa, Expr::symbol("xt0")}, {xb, Expr::symbol("xt1")}});
+      std::string ty = ctype(v.dtype());
+      line("alignas(64) " + ty + " " + name + "[" + t + " * " + t + "];  // " + v->buffer +
+           "'s tile, transposed");
+      line("at::vec::transpose_mxn<" + ty + ">(" + ptr_.at(v->buffer) + " + (" +
+           index_text(v->buffer, origin) + "), " + sym::to_cpp(*sb, env_) + ", " + name + ", " + t +
+           ", std::min<int64_t>(" + t + ", " + size_b + " - xt1), std::min<int64_t>(" + t + ", " +
+           size_a + " - xt0));");
+      tiles_[key] =
+          t + "*(x" + std::to_string(nx - 2) + " - xt0) + x" + std::to_string(nx - 1) + " - xt1";
+      tile_names_[key] = name;
+    }
+  }
+}
+
+void Emitter::vector_value(Value v) {
+  DType d = v.dtype();
+  std::string text;
+  switch (v.op()) {
+    case Op::Load: {
+      // An indirect index the same in every lane (an embedding row) is checked once, scalar.
+      for (const Value& a : ir::indirect_operands(v)) {
+        if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
+      }
+      lane_type(d);
+      if (d == DType::Bool) throw NoVectorForm{"a bool load varies"};
+      text = lanes_read(v->buffer, checked_index(v), d);
+      if (v->masked) {
+        const std::string& mask = *lookup(ir::load_mask(v));
+        if (is_vector(mask)) throw NoVectorForm{"a masked load's mask varies"};
+        text = "(" + mask + " ? " + text + " : " + vec() + "(0))";
+      }
+      break;
+    }
+    case Op::IndexExpr:
+      throw NoVectorForm{"an index value varies"};
+    case Op::Guard:
+      for (const Value& a : ir::indirect_operands(v)) {
+        if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
+      }
+      checked_index(v);
+      memo_.back()[v.get()] = *lookup(v->args[0]);
+      return;
+    case Op::Cast: {
+      DType from = v->args[0].dtype();
+      lane_type(from);
+      lane_type(d);
+      if (from == d) {
+        memo_.back()[v.get()] = *lookup(v->args[0]);
+        return;
+      }
+      if (from == DType::Bool) {
+        text = "(" + vec_operand(v->args[0]) + " & " + vec() + "(1))";  // true lanes -> 1
+      } else if (d == DType::Bool) {
+        text = "(" + vec_operand(v->args[0]) + " != " + vec() + "(0))";
+      } else if (is_half(d)) {  // float32 (or the other 16-bit type) rounded to d
+        text = "coil_vround<" + c10_half(d) + ">(" + vec_operand(v->args[0]) + ")";
+      } else if (is_half(from) && d == DType::Float32) {  // exact: the lanes hold floats
+        memo_.back()[v.get()] = *lookup(v->args[0]);
+        return;
+      } else {
+        throw NoVectorForm{"a cast between float types varies"};
+      }
+      break;
+    }
+    case Op::Where: {
+      lane_type(d);
+      std::string t = vec_operand(v->args[1]), f = vec_operand(v->args[2]);
+      const std::string& c = *lookup(v->args[0]);
+      text = is_vector(c) ? vec() + "::blendv(" + f + ", " + t + ", " + c + ")"
+                          : "(" + c + " ? " + t + " : " + f + ")";
+      break;
+    }
+    default: {
+      bool logical =
+          v.op() == Op::LogicalAnd || v.op() == Op::LogicalOr || v.op() == Op::LogicalXor;
+      for (const Value& a : v->args) {
+        lane_type(a.dtype());
+        if ((a.dtype() == DType::Bool) != logical) {
+          throw NoVectorForm{std::string(ir::op_name(v.op())) + " of bool values varies"};
+        }
+      }
+      lane_type(d);
+      std::optional<std::string> t;
+      if (v->args.size() == 1) t = vec_unary_text(v.op(), vec_operand(v->args[0]), vec());
+      if (v->args.size() == 2) {
+        t = vec_binary_text(v.op(), vec_operand(v->args[0]), vec_operand(v->args[1]), vec());
+      }
+      if (!t) throw NoVectorForm{std::string(ir::op_name(v.op())) + " has no vector form"};
+      text = *t;
+      // An op computed in a 16-bit type: its float result rounded, as the scalar form's is.
+      if (is_half(d)) text = "coil_vround<" + c10_half(d) + ">(" + text + ")";
+    }
+  }
+  std::string name = "tmp" + std::to_string(next_tmp_++);
+  line("auto " + name + " = " + text + ";");
+  memo_.back()[v.get()] = name;
+  vec_names_.insert(name);
+}
+
+void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::string& val) {
+  DType d = b.layout.dtype;
+  lane_type(d);
+  if (d == DType::Bool) throw NoVectorForm{"a bool store varies"};
+  if (!mentions_loop_var(idx)) throw NoVectorForm{"a store's index is the same in every lane"};
+  std::string v = vec_operand(val, d);
+  std::string at = index_text(b.name, idx);
+  auto step = lane_step(idx);
+  if (step && step->as_int() == 1) {
+    if (is_half(d)) {
+      line("coil_vstore_half<" + c10_half(d) + ">(" + v + ", " + ptr_.at(b.name) + " + (" + at +
+           "), " + vec_->count + ");");
+    } else {
+      line(v + ".store(" + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
+    }
+    return;
+  }
+  std::string lane_t = *vec_->elem == DType::Float64 ? "double" : "float";
+  line("coil_vstore_lanes(" + v + ", [&](int64_t " + vec_->var + ", " + lane_t + " e) { " +
+       ptr_.at(b.name) + "[" + at + "] = static_cast<" + ctype(d) + ">(e); }, " + vec_->var + ", " +
+       vec_->count + ");");
+}
+
+Emitter::Snapshot Emitter::snapshot() const {
+  return {memo_, available_, vec_names_, env_, next_tmp_, indent_, aten_math_};
+}
+
+void Emitter::restore(const Snapshot& s) {
+  memo_ = s.memo;
+  available_ = s.available;
+  vec_names_ = s.vec_names;
+  env_ = s.env;
+  next_tmp_ = s.next_tmp;
+  indent_ = s.indent;
+  aten_math_ = s.aten_math;
+  tiles_.clear();
+  tile_names_.clear();
+}
+
+// Renders a loop nest through render(vector) in vector form over the innermost loop `var`, or,
+// where some value has no vector form, scalar; the choice goes into the kernel's header.
+void Emitter::with_vector_attempt(const std::string& var, bool allowed,
+                                  const std::string& not_allowed,
+                                  const std::function<void(bool)>& render) {
+  if (allowed) {
+    Snapshot saved = snapshot();
+    std::ostringstream* out = out_;
+    std::ostringstream attempt;
+    out_ = &attempt;
+    vec_ = VecLoop{var, Expr::symbol(var), "n_" + var, std::nullopt};
+    try {
+      render(true);
+      out_ = out;
+      *out_ << attempt.str();
+      vectorized_ = true;
+      vec_decisions_.push_back("loop " + var + " vectorized (at::vec " + vec_last_type_ +
+                               ", a masked tail)");
+      vec_.reset();
+      return;
+    } catch (const NoVectorForm& e) {
+      out_ = out;
+      vec_.reset();
+      restore(saved);
+      vec_decisions_.push_back("loop " + var + " scalar (omp simd): " + e.why);
+    }
+  } else if (!not_allowed.empty()) {
+    vec_decisions_.push_back("loop " + var + " scalar (omp simd): " + not_allowed);
+  }
+  render(false);
+}
+
+// The vector loop over vec_->var in [begin, end): whole vectors, where the lane count is a
+// constant (so at::vec's masked loads, stores and blends fold to plain ones), then one masked
+// vector for the tail. The body is rendered first (its values fix the lanes' type) and emitted
+// in both.
+void Emitter::vector_loop(const std::string& begin, const std::string& end,
+                          const std::string& pragma, const std::function<void()>& body) {
+  std::ostringstream* out = out_;
+  std::ostringstream inner;
+  out_ = &inner;
+  indent_ += 2;
+  body();
+  indent_ -= 2;
+  out_ = out;
+  vec_last_type_ = vec();
+  const std::string& var = vec_->var;
+  // (An OpenMP loop's increment must be a variable or constant, not VecF::size().)
+  std::string lanes = vec() + "_lanes";
+  std::string whole = var + "_whole";  // where the whole vectors end
+  line("{");
+  ++indent_;
+  line("const int64_t " + whole + " = " + begin + " + (" + end + " - " + begin + ") / " + lanes +
+       " * " + lanes + ";");
+  if (!pragma.empty()) line(pragma);
+  line("for (int64_t " + var + " = " + begin + "; " + var + " < " + whole + "; " + var +
+       " += " + lanes + ") {");
+  line("  constexpr int64_t " + vec_->count + " = " + lanes + ";");
+  *out_ << inner.str();
+  line("}");
+  line("if (" + whole + " < " + end + ") {  // the tail");
+  line("  const int64_t " + var + " = " + whole + ";");
+  line("  const int64_t " + vec_->count + " = " + end + " - " + whole + ";");
+  *out_ << inner.str();
+  line("}");
+  --indent_;
+  line("}");
+}
+
+}  // namespace coil::codegen::cpp
