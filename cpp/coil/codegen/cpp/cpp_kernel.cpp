@@ -682,7 +682,8 @@ KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s
     sym::Expr work = 1;
     for (const sym::Expr& e : k.xsizes) work = work * e;
     for (const sym::Expr& e : k.rsizes) work = work * e;
-    vector = !work.as_int() || *work.as_int() >= kVectorMinWork;
+    // Symbolic sizes: decided for the hint (the traced size), as every size choice is.
+    vector = std::max<int64_t>(sym::size_hint(work, sym::RangeEnv{}), 0) >= kVectorMinWork;
   }
   // "on" vectorizes short loops too (all tail): how tests and the fuzzer reach the vector forms
   // with small tensors.

@@ -68,9 +68,9 @@ std::string kernel_name(const ir::Program& prog, const sched::Kernel& k, const s
 
 // vectorize: "on": innermost loops in vector form (at::vec, cpp_vec.h) where every value varying
 // along them has one; "auto": the same in kernels with at least kVectorMinWork elements of work
-// (or symbolic sizes) and for innermost loops of 8 or more iterations, since a vector kernel file
-// takes about 0.3 s longer to build and small kernels gain nothing from it ("on" vectorizes short
-// loops too); "off": every loop scalar, left to the compiler (omp simd).
+// (symbolic sizes: at their hints) and for innermost loops of 8 or more iterations, since a vector
+// kernel file takes about 0.3 s longer to build and small kernels gain nothing from it ("on"
+// vectorizes short loops too); "off": every loop scalar, left to the compiler (omp simd).
 constexpr int64_t kVectorMinWork = 4096;
 KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s,
                                const sched::Kernel& k, const std::string& name,
