@@ -371,17 +371,15 @@ std::string precompiled_header(const BuildOptions& opts, const std::string& cach
   const std::string header = entry + "/coil_pch.h";
   const std::string gch = header + ".gch";
   const std::string sum = gch + ".sum";
-  // A .gch is about 100 MB: hashed once per process, not once per build.
+  // A .gch is about 100 MB: checked (or precompiled, or found not to precompile) once per
+  // process, not once per build.
   static std::mutex mutex;
   static std::set<std::string> checked;
   std::lock_guard<std::mutex> lock(mutex);
-  if (checked.count(gch)) return header;
+  if (!checked.insert(gch).second) return header;
   struct stat st;
   if (::stat(header.c_str(), &st) != 0) write_file_atomically(header, opts.precompiled_header);
-  if (is_intact(gch, sum)) {
-    checked.insert(gch);
-    return header;
-  }
+  if (is_intact(gch, sum)) return header;
   TempFile temp(temp_path_for(gch));
   std::vector<std::string> argv = {opts.compiler, "-x", "c++-header", header};
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -395,7 +393,6 @@ std::string precompiled_header(const BuildOptions& opts, const std::string& cach
   rename_or_throw(temp.path(), gch);
   temp.release();
   write_file_atomically(sum, summary);
-  checked.insert(gch);
   return header;
 }
 

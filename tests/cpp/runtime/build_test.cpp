@@ -101,6 +101,34 @@ TEST_F(BuildTest, BuildsLoadsAndCallsAKernel) {
   expect_add_kernel_works(result.so_path);
 }
 
+// A source that needs the precompiled header's declarations: it builds only if the header is
+// included before it (precompiled, or as text where precompiling fails).
+constexpr const char* kScaleSource = R"(
+extern "C" void add_f32(void* const* ptrs, const int64_t* ints) {
+  const float* a = static_cast<const float*>(ptrs[0]);
+  const float* b = static_cast<const float*>(ptrs[1]);
+  float* out = static_cast<float*>(ptrs[2]);
+  for (int64_t i = 0; i < ints[0]; ++i) out[i] = coil_test_add(a[i], b[i]);
+}
+)";
+
+TEST_F(BuildTest, PrecompiledHeaderIsBuiltOnceInTheCacheAndIncluded) {
+  opts_.precompiled_header =
+      "#include <cstdint>\ninline float coil_test_add(float a, float b) { return a + b; }\n";
+  BuildResult first = build_shared_library(kScaleSource, opts_);
+  expect_add_kernel_works(first.so_path);
+  std::vector<std::string> pch = files_in(opts_.cache_dir + "/pch");
+  ASSERT_EQ(pch.size(), 1u);
+  std::string entry = opts_.cache_dir + "/pch/" + pch[0];
+  EXPECT_EQ(files_in(entry),
+            (std::vector<std::string>{"coil_pch.h", "coil_pch.h.gch", "coil_pch.h.gch.sum"}));
+  EXPECT_EQ(read_file(entry + "/coil_pch.h"), opts_.precompiled_header);
+  // The header's text is part of the key; the same one is reused, not built again.
+  BuildResult again = build_shared_library(std::string(kScaleSource) + "// v2\n", opts_);
+  expect_add_kernel_works(again.so_path);
+  EXPECT_EQ(files_in(opts_.cache_dir + "/pch").size(), 1u);
+}
+
 TEST_F(BuildTest, SecondBuildIsACacheHit) {
   BuildResult first = build_shared_library(kAddSource, opts_);
   BuildResult second = build_shared_library(kAddSource, opts_);

@@ -79,7 +79,8 @@ std::optional<Expr> Emitter::lane_step(const Expr& idx) const {
 // A vector of buf's elements at idx, one per lane: one load where idx is contiguous along the
 // loop, else lane by lane.
 std::string Emitter::lanes_read(const std::string& buf, const Expr& idx, DType d) {
-  auto tile = tiles_.find(buf + "@" + sym::to_cpp(sym::simplify(idx, env_), env_));
+  auto tile = tiles_.empty() ? tiles_.end()
+                             : tiles_.find(buf + "@" + sym::to_cpp(sym::simplify(idx, env_), env_));
   if (tile != tiles_.end()) {
     return vec() + "::loadu(" + tile_names_.at(tile->first) + " + (" + tile->second + "), " +
            vec_->count + ")";
