@@ -394,6 +394,25 @@ def test_extern_layouts(producer, consumer):
             check(lambda x: use(conv(make(x))), x, check_strides=True, atol=1e-4, rtol=1e-4)
 
 
+# GPU convolutions' biases are added by the kernel that reads the result (cuDNN does not add them:
+# ATen adds them with a kernel of its own). 1-D, 2-D and transposed, float32 and bfloat16.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_conv_bias_peeled(dtype, tmp_path):
+    coil = requires_coil()
+    torch.manual_seed(0)
+    convs = [torch.nn.Conv1d(4, 6, 3), torch.nn.Conv2d(4, 6, 3, padding=1),
+             torch.nn.ConvTranspose2d(4, 6, 3, stride=2)]
+    inputs = [torch.randn(2, 4, 9), torch.randn(2, 4, 5, 5), torch.randn(2, 4, 5, 5)]
+    tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    with coil.config.patch(debug_dir=str(tmp_path)), torch.no_grad():
+        for conv, x in zip(convs, inputs):
+            conv = conv.eval().to(dtype)
+            check_triton(lambda x: torch.relu(conv(x)) * 2, x.to(dtype), **tol)
+    text = "".join(open(os.path.join(root, f)).read() for root, _, files in os.walk(tmp_path)
+                   for f in files if f.endswith(".txt") or f.endswith(".py"))
+    assert text.count("bias added by the kernel that reads the result") >= 3
+
+
 def test_padded_matmul():
     coil = requires_coil()
     head = torch.nn.Linear(12, 37, bias=False)

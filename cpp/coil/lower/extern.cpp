@@ -21,10 +21,48 @@ bool is_channels_last(const ir::TensorRef& t) {
   return true;
 }
 
+// Whether a convolution's bias is added by a kernel of coil's instead of the library's. cuDNN
+// convolutions do not add a bias themselves: ATen adds it after the call with an `add_` kernel of
+// its own (the same rounding as adding it later: the result is stored in its dtype first). Peeled
+// off, the add fuses into whatever reads the result (Inductor does the same on GPUs). On the CPU
+// oneDNN adds the bias inside the convolution, which stays.
+bool peels_bias(const Lowering& L, const graph::Node& n, const graph::TensorMeta& m) {
+  if (n.args.size() < 3 || n.args[2].kind != graph::Arg::Kind::Node) return false;
+  if (m.sizes.size() < 3 || L.box(n.args[2]).rank() != 1) return false;
+  return m.device.rfind("cuda", 0) == 0 || L.options().triton;
+}
+
+// out + bias, bias along dim 1, in the result's dtype as ATen's add_ computes it.
+TensorBox add_bias(const TensorBox& out, const TensorBox& bias, const std::string& origin) {
+  std::vector<Expr> idx = ir::index_vars(out.rank());
+  DType math = opmath(out.dtype);
+  Value sum =
+      ir::binary(ir::Op::Add, ir::cast(out.load(idx), math), ir::cast(bias.load({idx[1]}), math));
+  TensorBox r = out;
+  r.body = ir::cast(sum, out.dtype);
+  r.origins.insert(bias.origins.begin(), bias.origins.end());
+  r.origins.insert(origin);
+  return r;
+}
+
+std::vector<TensorBox> lower_convolution_call(Lowering& L, const graph::Node& n);
+
+// aten.convolution: the library call, with its bias peeled off where that pays (peels_bias).
+std::vector<TensorBox> lower_convolution(Lowering& L, const graph::Node& n) {
+  const graph::TensorMeta& m = L.meta(n);
+  if (!peels_bias(L, n, m)) return lower_convolution_call(L, n);
+  graph::Node plain = n;
+  plain.args[2] = graph::Arg::none();
+  std::vector<TensorBox> out = lower_convolution_call(L, plain);
+  L.note_extern_decision("bias added by the kernel that reads the result");
+  out[0] = add_bias(out[0], L.box(n.args[2]), n.name);
+  return out;
+}
+
 // A 2-D convolution in a channels-last graph: its input and weight are laid out NHWC (a copy
 // kernel where they are not: the weights' copy is small next to the activations), and cuDNN
 // returns NHWC, which later kernels read as such.
-std::vector<TensorBox> lower_convolution(Lowering& L, const graph::Node& n) {
+std::vector<TensorBox> lower_convolution_call(Lowering& L, const graph::Node& n) {
   const graph::TensorMeta& m = L.meta(n);
   if (!L.channels_last() || m.sizes.size() != 4) return L.add_extern(n, /*is_fallback=*/false);
   // The layout decision overrides eager's: inputs in memory NCHW are copied, computed ones stored

@@ -90,7 +90,8 @@ std::optional<ir::TensorRef> exact_layout(Lowering& L, const TensorBox& box,
   }
   if (!allocatable(sizes, m.strides)) return std::nullopt;
   TensorBox base = broadcast ? remap(box, sizes, idx) : box;
-  std::optional<ir::TensorRef> ref = as_strided_view(L.realize(base, &m.strides, /*fixed=*/true));
+  std::optional<ir::TensorRef> ref =
+      as_strided_view(L.realize_shared(base, &m.strides, /*fixed=*/true));
   if (!ref) return std::nullopt;
   ref->sizes = box.sizes;
   ref->strides = m.strides;
@@ -133,9 +134,9 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
   } else if (m &&
              (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
     std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
-    ref = as_strided_view(L.realize(box, &strides));
+    ref = as_strided_view(L.realize_shared(box, &strides));
   }
-  if (!ref) ref = L.as_ref(box);
+  if (!ref) ref = as_strided_view(L.realize_shared(box));
   tensors.push_back(*ref);
   return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
 }

@@ -321,6 +321,30 @@ TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strid
   return read_buffer(buf.name, buf.layout);
 }
 
+TensorBox Lowering::realize_shared(const TensorBox& box, const std::vector<Expr>* strides,
+                                   bool fixed) {
+  // Bodies, sizes and strides are interned, so "the same" is a pointer comparison.
+  std::vector<Expr> st = strides ? *strides
+                         : channels_last_ && box.sizes.size() == 4
+                             ? channels_last_strides(box.sizes)
+                             : ir::Layout::contiguous_strides(box.sizes);
+  std::vector<const void*> key = {box.body.get(),
+                                  reinterpret_cast<const void*>(static_cast<uintptr_t>(box.dtype)),
+                                  reinterpret_cast<const void*>(static_cast<uintptr_t>(fixed))};
+  for (const Expr& e : box.sizes) key.push_back(e.node());
+  key.push_back(nullptr);
+  for (const Expr& e : st) key.push_back(e.node());
+  auto found = realized_.find(key);
+  if (found != realized_.end() && prog_.buffer(found->second).layout.device == box.device) {
+    ir::Buffer& existing = prog_.buffer(found->second);
+    existing.origins.insert(box.origins.begin(), box.origins.end());
+    return read_buffer(existing.name, existing.layout);
+  }
+  TensorBox stored = realize(box, &st, fixed);
+  realized_[key] = prog_.buffers.back().name;
+  return stored;
+}
+
 ir::TensorRef Lowering::as_ref(const TensorBox& box) {
   if (auto ref = as_strided_view(box)) return *ref;
   return *as_strided_view(realize(box));

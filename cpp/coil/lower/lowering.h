@@ -174,6 +174,12 @@ class Lowering {
   // Stores the box in a new buffer (strides: contiguous unless given) and returns a box reading it.
   TensorBox realize(const TensorBox& box, const std::vector<Expr>* strides = nullptr,
                     bool fixed = false);
+  // realize() for an extern call's argument: the same body stored with the same layout is
+  // stored once, so a value several calls take (one attention mask for every layer's attention)
+  // is computed and held once. Only for arguments: their buffers are never written again (only
+  // graph inputs are mutated), where two graph outputs must not share storage.
+  TensorBox realize_shared(const TensorBox& box, const std::vector<Expr>* strides = nullptr,
+                           bool fixed = false);
   // A view of a realized buffer for extern calls; realizes the box first if it is not one.
   ir::TensorRef as_ref(const TensorBox& box);
   // Adds a computed reduction buffer (contiguous over `ranges`) and returns a box reading it.
@@ -233,6 +239,7 @@ class Lowering {
   std::map<int, std::string> host_scalars_;     // graph node -> the wrapper variable of its number
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
   std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
+  std::map<std::vector<const void*>, std::string> realized_;    // stored box identity -> buffer
   const graph::Node* current_ = nullptr;
   bool channels_last_ = false;
   int next_buffer_ = 0;

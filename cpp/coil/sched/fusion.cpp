@@ -466,6 +466,41 @@ void fuse(const ir::Program& prog, Schedule& s) {
     for (const auto& [bi, rs] : readers) {
       for (size_t i = 0; i + 1 < rs.size(); ++i) add_score(rs[i], rs[i + 1], bytes(bi));
     }
+    // Each unit's span of buffers in program order (what the final order follows: a fused kernel
+    // runs where its first member would have), for the lifetime check below.
+    std::vector<std::pair<int, int>> span(nunits, {INT32_MAX, -1});
+    for (size_t k = 0; k < nk; ++k) {
+      for (const Member& m : ks[k].members)
+        span[k] = {std::min(span[k].first, m.buffer), std::max(span[k].second, m.buffer)};
+    }
+    for (size_t i = 0; i < prog.buffers.size(); ++i) {
+      if (prog.buffers[i].kind != ir::Buffer::Kind::Extern) continue;
+      int u = static_cast<int>(nk) + prog.buffers[i].extern_id;
+      span[u] = {std::min(span[u].first, static_cast<int>(i)),
+                 std::max(span[u].second, static_cast<int>(i))};
+    }
+    // Siblings (neither reads the other) far apart in the order: fused, the later one's results
+    // are computed where the earlier one runs and held across all the work between them. That
+    // pays only when the reads they share outweigh the results moved: a dozen copies of an
+    // attention mask computed up front for a dozen layers read one small tensor once but hold
+    // every copy from the first layer on. Returns the reason to refuse, or "".
+    auto lifetime_cost = [&](int a, int b, int64_t shared) -> std::string {
+      if (succ[a].count(b) || succ[b].count(a)) return "";
+      int early = span[a].first <= span[b].first ? a : b, late = early == a ? b : a;
+      bool between = false;
+      for (size_t u = 0; u < nunits && !between; ++u) {
+        int iu = static_cast<int>(u);
+        between = iu != a && iu != b && span[u].second >= 0 && span[u].first > span[early].second &&
+                  span[u].first < span[late].first;
+      }
+      if (!between) return "";
+      int64_t moved = 0;
+      for (const Member& m : ks[late].members) moved += bytes(m.buffer);
+      if (moved <= shared) return "";
+      return "siblings apart in the order: would hold " + std::to_string(moved) +
+             " bytes of results across the work between them to share " + std::to_string(shared) +
+             " bytes of reads";
+    };
     std::vector<Pair> pairs;
     for (const auto& [key, sc] : scores) pairs.push_back({key.first, key.second, sc});
     std::stable_sort(pairs.begin(), pairs.end(),
@@ -480,6 +515,11 @@ void fuse(const ir::Program& prog, Schedule& s) {
       FusionVerdict v{round, members_text(prog, ks[p.a]), members_text(prog, ks[p.b]), false, ""};
       if (indirect_path(p.a, p.b) || indirect_path(p.b, p.a)) {
         v.reason = "would create a cycle through another kernel or extern call";
+        s.verdicts.push_back(v);
+        continue;
+      }
+      if (std::string why = lifetime_cost(p.a, p.b, p.score); !why.empty()) {
+        v.reason = why;
         s.verdicts.push_back(v);
         continue;
       }
@@ -502,6 +542,9 @@ void fuse(const ir::Program& prog, Schedule& s) {
       dead[drop] = true;
       any = true;
       // Keep the unit graph current so later cycle checks in this round see the merged unit.
+      span[keep] = {std::min(span[keep].first, span[drop].first),
+                    std::max(span[keep].second, span[drop].second)};
+      span[drop] = {INT32_MAX, -1};
       succ[keep].insert(succ[drop].begin(), succ[drop].end());
       succ[keep].erase(keep);
       succ[keep].erase(drop);

@@ -231,6 +231,34 @@ TEST(Fusion, AnExternBetweenTwoKernelsPreventsACycle) {
   EXPECT_EQ(r.s.steps[1].kind, Step::Kind::Extern);
 }
 
+// Two results of one small input, each read by a matrix product far apart: fused, the second
+// would be computed before the first product and held across it, to save re-reading 256 bytes.
+TEST(Fusion, SiblingsApartInTheOrderDoNotFuseWhenTheyWouldHoldMoreThanTheyShare) {
+  GraphBuilder b;
+  Arg s = b.input("arg0_1", contiguous({64}));
+  Arg w = b.input("arg1_1", contiguous({64, 64}));
+  Arg col = b.call("unsqueeze", "aten.unsqueeze.default", {s, iarg(1)}, contiguous({64, 1}));
+  Arg e1 = b.call("add", "aten.add.Tensor", {col, s}, contiguous({64, 64}));
+  Arg mm = b.call("mm", "aten.mm.default", {e1, w}, contiguous({64, 64}));
+  Arg e2 = b.call("mul", "aten.mul.Tensor", {col, s}, contiguous({64, 64}));
+  Arg mm1 = b.call("mm_1", "aten.mm.default", {e2, mm}, contiguous({64, 64}));
+  Scheduled r = schedule(b.finish({mm1}));
+  EXPECT_EQ(r.s.kernels.size(), 2u) << r.s.fusion_text(r.prog);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_FALSE(r.s.verdicts[0].fused);
+  EXPECT_NE(r.s.verdicts[0].reason.find("siblings apart in the order"), std::string::npos)
+      << r.s.verdicts[0].reason;
+  // Side by side (nothing between them), the same siblings fuse.
+  GraphBuilder b2;
+  s = b2.input("arg0_1", contiguous({64}));
+  col = b2.call("unsqueeze", "aten.unsqueeze.default", {s, iarg(1)}, contiguous({64, 1}));
+  e1 = b2.call("add", "aten.add.Tensor", {col, s}, contiguous({64, 64}));
+  e2 = b2.call("mul", "aten.mul.Tensor", {col, s}, contiguous({64, 64}));
+  mm = b2.call("mm", "aten.mm.default", {e1, e2}, contiguous({64, 64}));
+  Scheduled r2 = schedule(b2.finish({mm}));
+  EXPECT_EQ(r2.s.kernels.size(), 1u) << r2.s.fusion_text(r2.prog);
+}
+
 TEST(Fusion, VerdictsNameTheBuffersOfBothKernels) {
   Scheduled r = schedule(stored_chain(3));
   ASSERT_FALSE(r.s.verdicts.empty());
