@@ -15,8 +15,8 @@ COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, 
                         its size symbols, Dynamo's compile id and why it recompiled; with
                         TORCH_LOGS=recompiles,graph_breaks Dynamo says more)
 COIL_COMPILE_BACKWARD=0 run training graphs' backward passes eagerly (default: coil compiles them)
-COIL_CHANNELS_LAST=1    GPU graphs with bf16/fp16 convolutions keep 4-D tensors channels-last
-                        (experimental; off by default)
+COIL_CHANNELS_LAST=v    the channels_last option: "auto" (default: CUDA inference graphs with
+                        bf16/fp16 2-D convolutions run channels-last), "on"/1 or "off"/0
 COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
                         Triton's interpreter; needs TRITON_INTERPRET=1; slow, for testing).
                         Graphs on CUDA devices always get Triton kernels.

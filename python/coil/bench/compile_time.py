@@ -118,10 +118,22 @@ def compile_one(case_name: str, backend: str, device: str, size: str,
     module = model_for(backend, built)
     try:
         step = make_step(compile_for(backend, module, mode), module, built, device)
+        # COIL_BENCH_PROFILE=path: the first call under cProfile, its stats written to path
+        # (where a warm start's time goes: python -m pstats path).
+        profile_path = os.environ.get("COIL_BENCH_PROFILE")
+        profiler = None
+        if profile_path:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         start = time.perf_counter()
         step()
         sync(device)
         result["first_call_s"] = time.perf_counter() - start
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile_path)
         start = time.perf_counter()
         step()
         sync(device)
