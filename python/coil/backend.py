@@ -21,7 +21,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from coil import _C, config, cudagraphs, fx_import, partition, runtime
+from coil import _C, config, cudagraphs, fx_import, graph_cache, partition, runtime
 
 
 class CoilWarning(UserWarning):
@@ -54,6 +54,10 @@ class CompiledGraph:
     frame: str = ""
     recompile_reason: str = ""
     options: config.Options | None = None  # what the graph compiled under
+    # Whether the graph came from the warm-start graph cache (python/coil/graph_cache.py), which
+    # skips AOTAutograd's trace; graph_json holds the graph until the cache has it.
+    from_graph_cache: bool = False
+    graph_json: str = dataclasses.field(default="", repr=False)
     # CUDA graphs (options cudagraphs=True, mode="reduce-overhead"; python/coil/cudagraphs.py):
     # whether calls are recorded and replayed, why not (or, when captured, a later change such as
     # the size limit reached), the inputs read in place (parameters, buffers), and how many
@@ -205,20 +209,35 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: co
         return _compile(gm, example_inputs, kind, opts)
 
 
-def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
+def _new_record(gm: torch.fx.GraphModule, kind: str, opts: config.Options) -> CompiledGraph:
     record = CompiledGraph(graph_id=next(_ids), kind=kind, options=opts)
     _records.append(record)
     record.debug_dir = _debug_dir(opts, record)
     _dynamo_context(gm, record)
+    return record
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
+    record = _new_record(gm, kind, opts)
     try:
         imported = fx_import.import_graph(gm, example_inputs)
-        graph_json = imported.json
         record.symbols = [_symbol_text(row) for row in imported.symbols]
         record.dynamic = bool(record.symbols)
     except fx_import.UnsupportedGraph as e:
         return _eager(gm, record, f"graph not supported: {e}", None)
     except Exception as e:  # noqa: BLE001 - a bug in the import must not stop the user's program
         return _eager(gm, record, f"graph import failed: {type(e).__name__}: {e}", None)
+    call, record, constants = _compile_json(gm, imported.json, imported.constants, record, kind,
+                                            opts, example_inputs)
+    if not record.eager_fallback:
+        record.graph_json = imported.json  # for the warm-start cache; dropped once it is written
+    return call, record, constants
+
+
+def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, kind: str,
+                  opts: config.Options, example_inputs):
+    """coil's graph (JSON) through the C++ core and into a loaded module; gm runs eagerly if that
+    fails."""
     try:
         result = _C.compile_graph(
             graph_json,
@@ -248,9 +267,9 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
         folder = record.debug_dir or _failure_dir(graph_json, record)
         return _eager(gm, record, f"{type(e).__name__}: {e}", folder)
     _log(opts, result["artifacts"], record.fallback_ops, record)
-    call = _with_constants(module.call, imported.constants)
+    call = _with_constants(module.call, constants)
     call._boxed_call = True
-    return call, record, imported.constants
+    return call, record, constants
 
 
 def _with_constants(call, constants: list):
@@ -291,13 +310,44 @@ def _eager(gm, record: CompiledGraph, why: str, folder: str | None):
     return make_boxed_func(gm.forward), record, []
 
 
-def _compilers(opts: config.Options, function: cudagraphs.Function) -> dict:
+def _from_graph_cache(gm, example_inputs, opts: config.Options, key: str):
+    """Dynamo's graph compiled from coil's cached graph of its AOTAutograd trace (graph_cache.py),
+    or None (a miss, or an entry that no longer compiles: removed, and the graph compiles the
+    ordinary way). Dynamo calls the result with its inputs unpacked, as it calls AOTAutograd's."""
+    graph_json = graph_cache.load(opts, key)
+    if graph_json is None:
+        return None
+    with config.active(opts), warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoilWarning)  # a failure here only means a miss
+        record = _new_record(gm, "inference", opts)
+        call, record, _ = _compile_json(gm, graph_json, [], record, "inference", opts,
+                                        example_inputs)
+    if record.eager_fallback:
+        _records.remove(record)
+        graph_cache.remove(opts, key)
+        return None
+    record.from_graph_cache = True
+
+    def run(*args):
+        return call(list(args))
+
+    return run
+
+
+def _compilers(opts: config.Options, function: cudagraphs.Function,
+               warm_key: str | None = None) -> dict:
     """AOTAutograd's compilers for one function, bound to its options (a backward graph compiles
     at the first backward call, after torch.compile has returned) and, under cudagraphs, to what
     its graphs share in CUDA graphs (`function`)."""
 
     def compile_one(gm, example_inputs, kind):
         call, record, constants = _compile_graph(gm, example_inputs, kind, opts)
+        if warm_key and kind == "inference" and record.graph_json and not constants \
+                and not record.dynamic:
+            graph_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+            if graph_cache.trace_is_plain(function.num_dynamo_inputs, graph_inputs):
+                graph_cache.store(opts, warm_key, record.graph_json)
+        record.graph_json = ""
         if not opts.cudagraphs:
             return call
         return cudagraphs.wrap(call, gm, example_inputs, record, constants, function,
@@ -330,11 +380,16 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
     mode/options: torch.compile's (see config.for_compile and config.MODES)."""
     opts = config.for_compile(mode, options)
     function = cudagraphs.Function(num_dynamo_inputs=len(example_inputs))
+    warm_key = graph_cache.key_for(gm, example_inputs, opts)
+    if warm_key:
+        cached = _from_graph_cache(gm, example_inputs, opts, warm_key)
+        if cached is not None:
+            return cached
     extra = {}
     if opts.partitioner == "min_cut":
         extra["partition_fn"] = partition.min_cut_partition
     aot = aot_autograd(
-        **_compilers(opts, function),
+        **_compilers(opts, function, warm_key),
         decompositions=_decompositions(bool(opts.fallback_random)),
         keep_inference_input_mutations=True,
         **extra,

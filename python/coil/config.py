@@ -15,6 +15,7 @@ COIL_LOGS=a,b,...       print artifacts to stderr: graph, ir, fusion, schedule, 
                         its size symbols, Dynamo's compile id and why it recompiled; with
                         TORCH_LOGS=recompiles,graph_breaks Dynamo says more)
 COIL_COMPILE_BACKWARD=0 run training graphs' backward passes eagerly (default: coil compiles them)
+COIL_GRAPH_CACHE=0      no warm-start graph cache (graph_cache option; python/coil/graph_cache.py)
 COIL_CHANNELS_LAST=v    the channels_last option: "auto" (default: CUDA inference graphs with
                         bf16/fp16 2-D convolutions run channels-last), "on"/1 or "off"/0
 COIL_CPU_BACKEND=name   kernels for CPU tensors: "cpp" (default) or "triton" (Triton kernels run by
@@ -84,6 +85,9 @@ class Options:
     # calls at further sizes run uncaptured. Inductor records every size and warns past 8
     # (torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit); coil stops there.
     cudagraph_max_recordings: int = 8
+    # The warm-start graph cache (python/coil/graph_cache.py): an inference graph compiled by an
+    # earlier process skips AOTAutograd's trace and coil's FX import (entries in cache_dir/graphs).
+    graph_cache: bool = True
 
 
 def _from_env() -> Options:
@@ -112,6 +116,8 @@ def _from_env() -> Options:
         opts.fallback_random = os.environ["COIL_FALLBACK_RANDOM"] not in ("0", "false", "False")
     if os.environ.get("COIL_PARTITIONER"):
         opts.partitioner = os.environ["COIL_PARTITIONER"]
+    if os.environ.get("COIL_GRAPH_CACHE", "1") in ("0", "false", "False"):
+        opts.graph_cache = False
     if os.environ.get("COIL_CPP_VECTORIZE"):
         v = os.environ["COIL_CPP_VECTORIZE"]
         opts.cpp_vectorize = {"1": "on", "0": "off"}.get(v, v)

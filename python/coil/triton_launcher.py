@@ -309,9 +309,14 @@ def precompile(launchers, workers: int | None = None) -> None:
         except Exception:  # noqa: BLE001 - the first call compiles again and reports it
             pass
 
-    workers = workers or min(len(jobs), max(2, os.cpu_count() or 2), 16)
+    # The first job runs alone: it fills the per-process state every compile reads (Triton's own
+    # hash of its sources and its 500 MB library, the driver and the backend), which Triton caches
+    # without a lock, so jobs started together would each compute it (GPT-2's warm start spent
+    # over a second in ten concurrent hashes of libtriton).
+    guarded(jobs[0])
+    workers = workers or min(len(jobs) - 1, max(2, os.cpu_count() or 2), 16)
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(guarded, jobs))
+        list(pool.map(guarded, jobs[1:]))
 
 
 def _read_json(path: str):
