@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import check
+from conftest import BACKEND, check, coil_records, reset_compiler
 
 # What makes the extern's input, from x [N, C, H, W] (contiguous, or channels-last where named).
 PRODUCERS = {
@@ -158,6 +158,28 @@ def test_sdpa(producer):
         return y.transpose(1, 2).reshape(2, 6, 32) * 2, y
 
     check(f, q, k, v, check_strides=True, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_sdpa_reads_heads_of_a_projection_in_place(batch):
+    # GPT-2's attention: q, k, v are head views of one projection's result. At batch 1 the view's
+    # batch stride (size 1: any value) differed from eager's, and each was copied before the call.
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(32, 96)
+    x = torch.randn(batch, 6, 32)
+
+    def f(x):
+        q, k, v = proj(x).split(32, dim=2)
+        heads = [t.view(batch, 6, 4, 8).transpose(1, 2) for t in (q, k, v)]
+        return F.scaled_dot_product_attention(*heads, is_causal=True).transpose(1, 2).reshape(
+            batch, 6, 32)
+
+    reset_compiler()
+    with torch.no_grad():
+        check(f, x, check_strides=True, atol=1e-4, rtol=1e-4)
+    if BACKEND == "coil":
+        (record,) = coil_records()
+        assert len(record.kernel_names) <= 1, record.kernel_names  # the output's reshape, at most
 
 
 # --------------------------------------------------------------------------------------------

@@ -128,6 +128,14 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
                                                                                  : nullptr;
   std::optional<ir::TensorRef> ref = as_strided_view(box);
   std::optional<ir::TensorRef> exact_ref;
+  // A size-1 dim's stride moves no address: a view's is whatever its index simplified to (often
+  // 0), eager's is the meta's. Such a difference is no reason to copy, and the call gets eager's
+  // value (some kernels check every stride's alignment).
+  if (ref && m) {
+    for (size_t d = 0; d < ref->sizes.size() && d < m->strides.size(); ++d) {
+      if (ref->sizes[d] == Expr(1)) ref->strides[d] = m->strides[d];
+    }
+  }
   if (m && exact && (!ref || ref->strides != m->strides)) exact_ref = exact_layout(L, box, *m);
   if (exact_ref) {
     ref = exact_ref;
