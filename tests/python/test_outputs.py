@@ -28,3 +28,22 @@ def test_same_tensor_returned_twice():
     a, b = torch.compile(lambda t: (t.exp(),) * 2, backend="coil")(x)
     torch.testing.assert_close(a, x.exp())
     torch.testing.assert_close(b, x.exp())
+
+
+def test_equal_outputs_of_distinct_nodes_do_not_share_storage():
+    # Values extern calls take are stored once when equal (Lowering::realize_shared); graph
+    # outputs never are: eager returns distinct tensors, and writing one must not change another.
+    requires_coil()
+    w = torch.randn(4, 4)
+
+    def f(t):
+        e1, e2 = t.abs() + 1, t.abs() + 1
+        return e1, e2, e1 @ w, e2 @ w
+
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        a, b, c, d = torch.compile(f, backend="coil")(x)
+    torch.testing.assert_close(c, d)
+    assert a.data_ptr() != b.data_ptr()
+    a.add_(1)
+    torch.testing.assert_close(b, x.abs() + 1)
