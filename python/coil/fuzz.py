@@ -1,6 +1,6 @@
 """Differential fuzzer: random programs of pointwise, reduction, view, memory-format and library
-(convolution, matrix product, pooling) ops, compiled by coil and compared with eager: values,
-dtypes, shapes and output strides.
+(convolution, matrix product, attention, pooling) ops, compiled by coil and compared with eager:
+values, dtypes, shapes and output strides.
 
 Programs run over float, integer and bool tensors, with size-1 and size-0 dims. Comparisons, casts
 to integers and other steps that turn a one-ulp difference into a different answer (a < b,
@@ -137,7 +137,7 @@ VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select", "fli
 # Layout changes: the same values in another memory layout.
 FORMATS = ("channels_last", "contiguous")
 # Library ops (extern calls in coil) and pooling; their weights are drawn with the program.
-LIBRARY = ("conv2d", "matmul", "gram", "max_pool2d", "avg_pool2d")
+LIBRARY = ("conv2d", "matmul", "gram", "max_pool2d", "avg_pool2d", "sdpa")
 
 # Steps whose result eager and coil compute bit for bit when their operands are exact: integer
 # and bool arithmetic, and single correctly rounded IEEE operations (coil rounds each ATen op once,
@@ -305,6 +305,11 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return a @ p["weight"].to(a.dtype)
     if op == "gram":
         return a @ a.transpose(-1, -2)
+    if op == "sdpa":
+        # q and v the same value (an extern argument taken twice: stored once), k computed; the
+        # operands' size-1 dims and views are what attention ops are strict about.
+        return torch.nn.functional.scaled_dot_product_attention(a, a * 0.5, a,
+                                                                is_causal=p["causal"])
     if op == "max_pool2d":
         return torch.nn.functional.max_pool2d(a, 2)
     if op == "avg_pool2d":
@@ -424,6 +429,7 @@ def _pick_library_step(rng: random.Random, i: int, a: torch.Tensor) -> Step | No
         "gram": a.dim() in (2, 3),
         "max_pool2d": a.dim() in (3, 4) and min(a.shape[-2:]) >= 2,
         "avg_pool2d": a.dim() in (3, 4) and min(a.shape[-2:]) >= 2,
+        "sdpa": a.dim() == 4 and a.dtype != torch.bfloat16,
     }
     ops = [op for op in LIBRARY if fits[op]]
     if not ops:
@@ -440,6 +446,8 @@ def _pick_library_step(rng: random.Random, i: int, a: torch.Tensor) -> Step | No
     if op == "matmul":
         w = torch.randn((a.shape[-1], rng.choice((1, 5, 8))), generator=gen)
         return Step(op, (i,), {"weight": w / a.shape[-1] ** 0.5})
+    if op == "sdpa":
+        return Step(op, (i,), {"causal": rng.random() < 0.5})
     return Step(op, (i,), {})
 
 
