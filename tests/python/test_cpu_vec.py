@@ -311,3 +311,31 @@ def test_vector_kernels_build_here():
     from coil import runtime
 
     assert runtime.vec_flags() is not None
+
+
+# A column sum with too few columns to share out (one block of x points) splits its rows across
+# threads: an OpenMP array reduction of the block's accumulators. Max keeps one thread (OpenMP's
+# max combiner drops NaN); a block wide enough for every thread keeps the x loop parallel.
+@pytest.mark.parametrize("op", ["sum", "mean", "amax"])
+def test_narrow_column_reduction_splits_rows_across_threads(op, debug):
+
+    x = torch.randn(8192, 16, dtype=torch.float64)
+    x[5, 3] = float("nan") if op == "amax" else x[5, 3]
+    f = {"sum": lambda t: t.sum(0), "mean": lambda t: t.mean(0),
+         "amax": lambda t: t.amax(0)}[op]
+    out = torch.compile(f, backend="coil")(x)
+    torch.testing.assert_close(out, f(x), equal_nan=True)
+    text = kernel_text(debug)
+    split = "#pragma omp parallel for reduction(+:acc_" in text
+    assert split == (op != "amax"), text
+    if op == "amax":
+        assert "#pragma omp parallel for" in text  # over x, as before
+
+
+def test_wide_column_reduction_keeps_x_parallel(debug):
+
+    x = torch.randn(512, 200)
+    out = torch.compile(lambda t: t.sum(0), backend="coil")(x)
+    torch.testing.assert_close(out, x.sum(0), rtol=1e-5, atol=1e-4)
+    text = kernel_text(debug)
+    assert "reduction(+:acc_" not in text and "#pragma omp parallel for" in text, text

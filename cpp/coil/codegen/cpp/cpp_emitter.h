@@ -164,6 +164,11 @@ class Emitter {
   // values are arrays indexed by the lane xi, and each x point's code sits in a `for (xi ...)`
   // loop.
   bool column() const { return k_.column_block > 0; }
+  // A column kernel with one block of x points (and no other x loop) has nothing to run in
+  // parallel across x: where its reductions are all sums, its r loops split across threads
+  // instead (an OpenMP array reduction of the block's accumulators). `x.sum(0)` of a [2^20, 16]
+  // tensor otherwise ran on one core.
+  bool split_columns() const;
   std::string last_x() const { return "x" + std::to_string(k_.xsizes.size() - 1); }
   std::string lane(const std::string& v) const { return column() ? v + "[xi]" : v; }
 

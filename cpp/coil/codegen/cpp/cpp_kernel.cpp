@@ -398,6 +398,12 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     if (j == 0 && split_sums) {
       line(std::string("#pragma omp parallel for") + (innermost ? " simd" : "") +
            " reduction(+:" + sum_list + ")");
+    } else if (j == 0 && split_columns() && !reductions.empty()) {
+      std::string arrays;
+      for (const auto* m : reductions)
+        arrays += (arrays.empty() ? "" : ", ") + std::string("acc_") +
+                  prog_.buffers[m->buffer].name + "[:" + std::to_string(k_.column_block) + "]";
+      line("#pragma omp parallel for reduction(+:" + arrays + ")");
     } else if (innermost && reductions.empty()) {
       line("#pragma omp simd");
     } else if (innermost && !simd_clauses.empty()) {
@@ -521,13 +527,31 @@ void Emitter::accumulate(const sched::Member& m, const std::string& val) {
   }
 }
 
+bool Emitter::split_columns() const {
+  if (!column()) return false;
+  size_t nx = k_.xsizes.size();
+  Expr work = 1;
+  for (size_t i = 0; i < nx; ++i) {
+    auto n = k_.xsizes[i].as_int();
+    if (!n || (i + 1 < nx && *n != 1) || (i + 1 == nx && *n > k_.column_block)) return false;
+    work = work * k_.xsizes[i];
+  }
+  for (const Expr& e : k_.rsizes) work = work * e;
+  if (!work.as_int() || *work.as_int() < kParallelMinElements) return false;
+  for (const sched::Member& m : k_.members) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    if (b.is_reduction() && *b.reduction != ir::ReductionType::Sum) return false;
+  }
+  return !scatter();
+}
+
 void Emitter::render_loops() {
   indent_ = 1;
   Expr work = 1;
   for (const Expr& e : k_.xsizes) work = work * e;
   for (const Expr& e : k_.rsizes) work = work * e;
   auto w = work.as_int();
-  bool parallel = !k_.xsizes.empty() && (!w || *w >= kParallelMinElements);
+  bool parallel = !k_.xsizes.empty() && (!w || *w >= kParallelMinElements) && !split_columns();
   // Scatters: no SIMD (two lanes may target one element); parallel when updates cannot race.
   const ir::Buffer* sc = scatter();
   bool simd = !sc;
