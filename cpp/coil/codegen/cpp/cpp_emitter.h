@@ -23,6 +23,8 @@ using sym::Expr;
 
 // Kernels with less work than this run on one thread: starting OpenMP workers costs microseconds.
 constexpr int64_t kParallelMinElements = 32768;
+// Elements of a float sum's outer r loop per chunk (chunk_steps): a multiple of every vector width.
+constexpr int64_t kSumChunkElements = 4096;
 // Innermost loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail.
 constexpr int64_t kMinVectorTrip = 8;
 
@@ -169,6 +171,17 @@ class Emitter {
   // instead (an OpenMP array reduction of the block's accumulators). `x.sum(0)` of a [2^20, 16]
   // tensor otherwise ran on one core.
   bool split_columns() const;
+  // Chunked summation: a float sum adds its elements one after another into each accumulator (a
+  // lane, in vector and column form), so over n elements its error grows with n; eager's and
+  // Inductor's CPU sums are cascaded instead, and coil's sums of 2^20 rows were 10-100x less
+  // accurate than eager's (failing torch's default assert_close against it). The outer r loop
+  // runs in chunks (kSumChunkElements elements shared by a vector accumulator's lanes, an eighth
+  // of that for a scalar one); each chunk sums into accumulators of its own, added into the
+  // totals at its end: error ~ chunk + n / chunk.
+  // Returns the chunk length in steps of the outer r loop (0: not chunked) and the sums it
+  // applies to.
+  int64_t chunk_steps(const std::vector<const sched::Member*>& reductions, bool vector,
+                      std::vector<const sched::Member*>& chunked) const;
   std::string last_x() const { return "x" + std::to_string(k_.xsizes.size() - 1); }
   std::string lane(const std::string& v) const { return column() ? v + "[xi]" : v; }
 

@@ -392,17 +392,48 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   bool split_sums = k_.xsizes.empty() && all_sums && !reductions.empty() && k_.stages.size() == 1 &&
                     (!rwork.as_int() || *rwork.as_int() >= kParallelMinElements);
   size_t nr = k_.rsizes.size();
+  bool split_cols = split_columns() && !reductions.empty();
+  std::string arrays;  // split_cols: the block accumulators, as OpenMP array sections
+  for (const auto* m : reductions)
+    arrays += (arrays.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name +
+              "[:" + std::to_string(k_.column_block) + "]";
+  // Float sums run in chunks of the outer r loop (chunked_sums): each chunk has accumulators of
+  // its own, added into the totals when it ends.
+  std::vector<const sched::Member*> chunked;
+  int64_t chunk = nr ? chunk_steps(reductions, vector, chunked) : 0;
+  std::string r0_begin = "0", r0_end = nr ? sym::to_cpp(k_.rsizes[0], env_) : "";
+  if (chunk) {
+    std::string c = std::to_string(chunk);
+    if (split_sums) line("#pragma omp parallel for reduction(+:" + sum_list + ")");
+    if (split_cols) line("#pragma omp parallel for reduction(+:" + arrays + ")");
+    line("for (int64_t r0c = 0; r0c < " + r0_end + "; r0c += " + c + ") {");
+    ++indent_;
+    for (const auto* m : chunked) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      std::string t = ctype(b.body.dtype()),
+                  init = reduction_identity(*b.reduction, b.body.dtype());
+      if (vector) {
+        line(vec() + "& vacc_" + b.name + "_total = vacc_" + b.name + ";");
+        line(vec() + " vacc_" + b.name + "(" + init + ");");
+      } else if (column()) {
+        line(t + " (&acc_" + b.name + "_total)" + block + " = acc_" + b.name + ";");
+        line(t + " acc_" + b.name + block + ";");
+        line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + b.name + "[xi] = " + init + ";");
+      } else {
+        line(t + "& acc_" + b.name + "_total = acc_" + b.name + ";");
+        line(t + " acc_" + b.name + " = " + init + ";");
+      }
+    }
+    r0_begin = "r0c";
+    r0_end = "std::min<int64_t>(" + r0_end + ", r0c + " + c + ")";
+  }
   for (size_t j = 0; j + (vector ? 1 : 0) < nr; ++j) {
     std::string r = "r" + std::to_string(j);
     bool innermost = j + 1 == nr && !column();
-    if (j == 0 && split_sums) {
+    if (j == 0 && split_sums && !chunk) {
       line(std::string("#pragma omp parallel for") + (innermost ? " simd" : "") +
            " reduction(+:" + sum_list + ")");
-    } else if (j == 0 && split_columns() && !reductions.empty()) {
-      std::string arrays;
-      for (const auto* m : reductions)
-        arrays += (arrays.empty() ? "" : ", ") + std::string("acc_") +
-                  prog_.buffers[m->buffer].name + "[:" + std::to_string(k_.column_block) + "]";
+    } else if (j == 0 && split_cols && !chunk) {
       line("#pragma omp parallel for reduction(+:" + arrays + ")");
     } else if (innermost && reductions.empty()) {
       line("#pragma omp simd");
@@ -411,10 +442,28 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       // min combine exactly in any order.
       line("#pragma omp simd" + simd_clauses);
     }
-    line("for (int64_t " + r + " = 0; " + r + " < " + sym::to_cpp(k_.rsizes[j], env_) + "; ++" + r +
-         ") {");
+    std::string begin = j == 0 ? r0_begin : "0";
+    std::string end = j == 0 ? r0_end : sym::to_cpp(k_.rsizes[j], env_);
+    line("for (int64_t " + r + " = " + begin + "; " + r + " < " + end + "; ++" + r + ") {");
     ++indent_;
   }
+  // The end of a chunk: its sums go into the totals.
+  auto close_chunk = [&] {
+    if (!chunk) return;
+    for (const auto* m : chunked) {
+      const std::string& n = prog_.buffers[m->buffer].name;
+      if (vector) {
+        line("vacc_" + n + "_total = vacc_" + n + "_total + vacc_" + n + ";");
+      } else if (column()) {
+        line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + n + "_total[xi] = acc_" + n +
+             "_total[xi] + acc_" + n + "[xi];");
+      } else {
+        line("acc_" + n + "_total = acc_" + n + "_total + acc_" + n + ";");
+      }
+    }
+    --indent_;
+    line("}");
+  };
   auto body = [&] {
     memo_.emplace_back();
     open_lanes(true);
@@ -442,13 +491,19 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     memo_.pop_back();
   };
   if (vector) {
-    std::string pragma =
-        nr == 1 && split_sums ? "#pragma omp parallel for reduction(+:" + sum_list + ")" : "";
-    vector_loop("0", sym::to_cpp(k_.rsizes.back(), env_), pragma, body);
+    std::string pragma = nr == 1 && split_sums && !chunk
+                             ? "#pragma omp parallel for reduction(+:" + sum_list + ")"
+                             : "";
+    if (nr == 1) {
+      vector_loop(r0_begin, r0_end, pragma, body);
+    } else {
+      vector_loop("0", sym::to_cpp(k_.rsizes.back(), env_), pragma, body);
+    }
     for (size_t j = 0; j + 1 < nr; ++j) {
       --indent_;
       line("}");
     }
+    close_chunk();
     // Each accumulator's lanes, combined.
     for (const sched::Member* m : reductions) {
       const ir::Buffer& b = prog_.buffers[m->buffer];
@@ -464,6 +519,7 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       --indent_;
       line("}");
     }
+    close_chunk();
   }
   // Results of the loop: one value per x point.
   open_lanes(false);
@@ -525,6 +581,28 @@ void Emitter::accumulate(const sched::Member& m, const std::string& val) {
       break;
     }
   }
+}
+
+int64_t Emitter::chunk_steps(const std::vector<const sched::Member*>& reductions, bool vector,
+                             std::vector<const sched::Member*>& chunked) const {
+  for (const auto* m : reductions) {
+    const ir::Buffer& b = prog_.buffers[m->buffer];
+    if (*b.reduction == ir::ReductionType::Sum && graph::is_floating(b.body.dtype()))
+      chunked.push_back(m);
+  }
+  if (chunked.empty()) return 0;
+  int64_t inner = 1;
+  for (size_t j = 1; j < k_.rsizes.size(); ++j) {
+    auto n = k_.rsizes[j].as_int();
+    if (!n) return 0;
+    inner *= *n;
+  }
+  // Elements per accumulator per chunk: a vector accumulator's lanes share a chunk's elements.
+  int64_t per_chunk = vector ? kSumChunkElements : kSumChunkElements / 8;
+  int64_t steps = std::max<int64_t>(1, per_chunk / std::max<int64_t>(inner, 1));
+  auto r0 = k_.rsizes[0].as_int();
+  if (r0 && *r0 <= steps) return 0;  // one chunk: nothing to gain
+  return steps;
 }
 
 bool Emitter::split_columns() const {
