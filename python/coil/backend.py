@@ -55,9 +55,8 @@ class CompiledGraph:
     recompile_reason: str = ""
     options: config.Options | None = None  # what the graph compiled under
     # Whether the graph came from the warm-start graph cache (python/coil/graph_cache.py), which
-    # skips AOTAutograd's trace; graph_json holds the graph until the cache has it.
+    # skips AOTAutograd's trace.
     from_graph_cache: bool = False
-    graph_json: str = dataclasses.field(default="", repr=False)
     # CUDA graphs (options cudagraphs=True, mode="reduce-overhead"; python/coil/cudagraphs.py):
     # whether calls are recorded and replayed, why not (or, when captured, a later change such as
     # the size limit reached), the inputs read in place (parameters, buffers), and how many
@@ -204,7 +203,8 @@ def _cpp_vectorize(opts: config.Options, example_inputs) -> str:
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
-    """(boxed call, its CompiledGraph record, the tensor constants the call appends)."""
+    """(boxed call, its CompiledGraph record, the tensor constants the call appends, coil's graph
+    JSON: "" when the graph runs eagerly)."""
     with config.active(opts):
         return _compile(gm, example_inputs, kind, opts)
 
@@ -224,14 +224,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
         record.symbols = [_symbol_text(row) for row in imported.symbols]
         record.dynamic = bool(record.symbols)
     except fx_import.UnsupportedGraph as e:
-        return _eager(gm, record, f"graph not supported: {e}", None)
+        return (*_eager(gm, record, f"graph not supported: {e}", None), "")
     except Exception as e:  # noqa: BLE001 - a bug in the import must not stop the user's program
-        return _eager(gm, record, f"graph import failed: {type(e).__name__}: {e}", None)
+        return (*_eager(gm, record, f"graph import failed: {type(e).__name__}: {e}", None), "")
     call, record, constants = _compile_json(gm, imported.json, imported.constants, record, kind,
                                             opts, example_inputs)
-    if not record.eager_fallback:
-        record.graph_json = imported.json  # for the warm-start cache; dropped once it is written
-    return call, record, constants
+    return call, record, constants, "" if record.eager_fallback else imported.json
 
 
 def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, kind: str,
@@ -341,13 +339,11 @@ def _compilers(opts: config.Options, function: cudagraphs.Function,
     its graphs share in CUDA graphs (`function`)."""
 
     def compile_one(gm, example_inputs, kind):
-        call, record, constants = _compile_graph(gm, example_inputs, kind, opts)
-        if warm_key and kind == "inference" and record.graph_json and not constants \
-                and not record.dynamic:
+        call, record, constants, graph_json = _compile_graph(gm, example_inputs, kind, opts)
+        if warm_key and kind == "inference" and graph_json and not constants and not record.dynamic:
             graph_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
             if graph_cache.trace_is_plain(function.num_dynamo_inputs, graph_inputs):
-                graph_cache.store(opts, warm_key, record.graph_json)
-        record.graph_json = ""
+                graph_cache.store(opts, warm_key, graph_json)
         if not opts.cudagraphs:
             return call
         return cudagraphs.wrap(call, gm, example_inputs, record, constants, function,
