@@ -99,12 +99,9 @@ def key_for(gm: torch.fx.GraphModule, example_inputs, opts) -> str | None:
             return None
         if grad and t.requires_grad:
             return None  # a training graph: AOTAutograd's joint trace and runtime wrapper
-        try:
-            sizes, strides = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
-        except TypeError:
-            return None
-        if any(not isinstance(s, int) for s in (*t.shape, *t.stride())):
-            return None  # symbolic sizes: not served
+        sizes, strides = tuple(t.shape), tuple(t.stride())
+        if not all(type(s) is int for s in (*sizes, *strides)):
+            return None  # symbolic sizes: not served (and not specialized by looking at them)
         ptr = (t.device, t.untyped_storage().data_ptr())
         shares = storages.setdefault(ptr, len(storages))
         rows.append(f"{sizes} {strides} {t.storage_offset()} {t.dtype} {t.device} "

@@ -45,20 +45,6 @@ TensorBox add_bias(const TensorBox& out, const TensorBox& bias, const std::strin
   return r;
 }
 
-std::vector<TensorBox> lower_convolution_call(Lowering& L, const graph::Node& n);
-
-// aten.convolution: the library call, with its bias peeled off where that pays (peels_bias).
-std::vector<TensorBox> lower_convolution(Lowering& L, const graph::Node& n) {
-  const graph::TensorMeta& m = L.meta(n);
-  if (!peels_bias(L, n, m)) return lower_convolution_call(L, n);
-  graph::Node plain = n;
-  plain.args[2] = graph::Arg::none();
-  std::vector<TensorBox> out = lower_convolution_call(L, plain);
-  L.note_extern_decision("bias added by the kernel that reads the result");
-  out[0] = add_bias(out[0], L.box(n.args[2]), n.name);
-  return out;
-}
-
 // A 2-D convolution in a channels-last graph: its input and weight are laid out NHWC (a copy
 // kernel where they are not: the weights' copy is small next to the activations), and cuDNN
 // returns NHWC, which later kernels read as such.
@@ -78,6 +64,18 @@ std::vector<TensorBox> lower_convolution_call(Lowering& L, const graph::Node& n)
   }
   std::vector<Expr> out = channels_last_strides(m.sizes);
   return L.add_extern(n, /*is_fallback=*/false, &out);
+}
+
+// aten.convolution: the library call, with its bias peeled off where that pays (peels_bias).
+std::vector<TensorBox> lower_convolution(Lowering& L, const graph::Node& n) {
+  const graph::TensorMeta& m = L.meta(n);
+  if (!peels_bias(L, n, m)) return lower_convolution_call(L, n);
+  graph::Node plain = n;
+  plain.args[2] = graph::Arg::none();
+  std::vector<TensorBox> out = lower_convolution_call(L, plain);
+  L.note_extern_decision("bias added by the kernel that reads the result");
+  out[0] = add_bias(out[0], L.box(n.args[2]), n.name);
+  return out;
 }
 
 bool wants_gemm_padding(const Lowering& L, const graph::TensorMeta& m) {

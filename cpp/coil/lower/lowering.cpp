@@ -304,13 +304,7 @@ TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strid
   buf.layout.dtype = box.dtype;
   buf.layout.device = box.device;
   buf.layout.sizes = box.sizes;
-  if (strides) {
-    buf.layout.strides = *strides;
-  } else if (channels_last_ && box.sizes.size() == 4) {
-    buf.layout.strides = channels_last_strides(box.sizes);
-  } else {
-    buf.layout.strides = ir::Layout::contiguous_strides(box.sizes);
-  }
+  buf.layout.strides = strides ? *strides : default_strides(box.sizes);
   buf.layout.offset = 0;
   buf.layout.fixed = fixed;
   buf.ranges = box.sizes;
@@ -324,10 +318,7 @@ TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strid
 TensorBox Lowering::realize_shared(const TensorBox& box, const std::vector<Expr>* strides,
                                    bool fixed) {
   // Bodies, sizes and strides are interned, so "the same" is a pointer comparison.
-  std::vector<Expr> st = strides ? *strides
-                         : channels_last_ && box.sizes.size() == 4
-                             ? channels_last_strides(box.sizes)
-                             : ir::Layout::contiguous_strides(box.sizes);
+  std::vector<Expr> st = strides ? *strides : default_strides(box.sizes);
   std::vector<const void*> key = {box.body.get(),
                                   reinterpret_cast<const void*>(static_cast<uintptr_t>(box.dtype)),
                                   reinterpret_cast<const void*>(static_cast<uintptr_t>(fixed))};
@@ -345,9 +336,9 @@ TensorBox Lowering::realize_shared(const TensorBox& box, const std::vector<Expr>
   return stored;
 }
 
-ir::TensorRef Lowering::as_ref(const TensorBox& box) {
-  if (auto ref = as_strided_view(box)) return *ref;
-  return *as_strided_view(realize(box));
+std::vector<Expr> Lowering::default_strides(const std::vector<Expr>& sizes) const {
+  if (channels_last_ && sizes.size() == 4) return channels_last_strides(sizes);
+  return ir::Layout::contiguous_strides(sizes);
 }
 
 TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,

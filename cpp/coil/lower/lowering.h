@@ -171,7 +171,8 @@ class Lowering {
   const graph::TensorMeta& meta(const graph::Node& n, size_t i = 0) const;
 
   // ---- building ----
-  // Stores the box in a new buffer (strides: contiguous unless given) and returns a box reading it.
+  // Stores the box in a new buffer (strides: default_strides unless given) and returns a box
+  // reading it.
   TensorBox realize(const TensorBox& box, const std::vector<Expr>* strides = nullptr,
                     bool fixed = false);
   // realize() for an extern call's argument: the same body stored with the same layout is
@@ -180,8 +181,9 @@ class Lowering {
   // graph inputs are mutated), where two graph outputs must not share storage.
   TensorBox realize_shared(const TensorBox& box, const std::vector<Expr>* strides = nullptr,
                            bool fixed = false);
-  // A view of a realized buffer for extern calls; realizes the box first if it is not one.
-  ir::TensorRef as_ref(const TensorBox& box);
+  // The strides a stored box gets when none are asked for: channels-last for 4-D tensors of a
+  // channels-last graph, contiguous otherwise.
+  std::vector<Expr> default_strides(const std::vector<Expr>& sizes) const;
   // Adds a computed reduction buffer (contiguous over `ranges`) and returns a box reading it.
   TensorBox add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
                           std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
