@@ -315,15 +315,17 @@ def _from_graph_cache(gm, example_inputs, opts: config.Options, key: str):
     graph_json = graph_cache.load(opts, key)
     if graph_json is None:
         return None
-    with config.active(opts), warnings.catch_warnings():
-        warnings.simplefilter("ignore", CoilWarning)  # a failure here only means a miss
+    with config.active(opts), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CoilWarning)
         record = _new_record(gm, "inference", opts)
         call, record, _ = _compile_json(gm, graph_json, [], record, "inference", opts,
                                         example_inputs)
-    if record.eager_fallback:
+    if record.eager_fallback:  # only a miss: its warnings are dropped
         _records.remove(record)
         graph_cache.remove(opts, key)
         return None
+    for w in caught:  # a hit says what a compile would have said (e.g. scalar C++ kernels)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     record.from_graph_cache = True
 
     def run(*args):

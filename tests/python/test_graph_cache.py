@@ -166,3 +166,19 @@ def test_off_writes_nothing(tmp_path):
     _, records = _compile_and_run(m, x, cache=tmp_path, graph_cache=False)
     assert not records[0].from_graph_cache
     assert _entries(tmp_path) == []
+
+
+def test_a_hit_warns_as_a_compile_would(tmp_path, monkeypatch):
+    # A hit compiles coil's graph again, and what that compile says reaches the user: here, that
+    # vector C++ kernels do not build (the warning was once swallowed with the miss warnings).
+    from coil import backend, runtime
+
+    m, x = _mlp(), torch.randn(4, 16)
+    _compile_and_run(m, x, cache=tmp_path)
+    monkeypatch.setattr(runtime, "vec_flags", lambda: None)
+    monkeypatch.setattr(backend, "_vec_warned", False)
+    with pytest.warns(coil.CoilWarning, match="do not build"):
+        out, records = _compile_and_run(m, x, cache=tmp_path)
+    assert [r.from_graph_cache for r in records] == [True]
+    with torch.no_grad():
+        torch.testing.assert_close(out, m(x))
