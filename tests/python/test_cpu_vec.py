@@ -4,6 +4,7 @@ uniform values broadcast; strided and transposed reads; and checks that the hot 
 vector code (the kernel's text and the built library), not a timing."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -361,3 +362,68 @@ def test_long_float_sums_match_eager_at_default_tolerance(case, vectorize, debug
     out = torch.compile(f, backend="coil")(x)
     torch.testing.assert_close(out, f(x))  # torch's default float32 tolerance
     assert "r0c += " in kernel_text(debug)
+
+
+# Row caches (codegen/cpp/cpp_row_cache.cpp): an expensive value that a later loop over the same
+# row computes again is computed once, kept in the later loop's output elements until it writes
+# them. Softmax computed exp(x - max) twice per element (summed, then scaled); eager's kernel
+# computes it once. A bfloat16 output cannot hold the float32 value: computed again.
+@pytest.mark.parametrize("dtype", [F32, F64, torch.bfloat16])
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_softmax_computes_each_exponential_once(dtype, mode, monkeypatch, debug):
+    import coil
+
+    monkeypatch.setattr(coil.config.options, "cpp_vectorize", mode)
+    x = torch.randn(33, 1003, dtype=dtype) * 4  # 1003: a masked vector tail in every row
+    out = torch.compile(lambda t: torch.softmax(t, -1), backend="coil")(x)
+    torch.testing.assert_close(out, torch.softmax(x, -1))
+    text = kernel_text(debug).split("// cpp_fused", 1)[1]
+    cached = dtype != torch.bfloat16
+    assert ("row cache" in text) == cached, text
+    exps = len(re.findall(r"\.exp(_u20)?\(\)", text)) if mode == "on" else text.count("std::exp(")
+    per_loop = 2 if mode == "on" else 1  # the vector loop is written twice (its tail)
+    assert exps == per_loop * (1 if cached else 2), text
+
+
+def test_a_row_cache_spans_several_reduced_dims(debug):
+    # A softmax written out over two dims, without the max: the r loops are [7, 300], and the
+    # output's elements hold the exponentials between the loops.
+    x = torch.randn(6, 7, 300)
+
+    def f(t):
+        e = torch.exp(t * 0.5)
+        return e / e.sum((1, 2), keepdim=True)
+
+    out = torch.compile(f, backend="coil")(x)
+    torch.testing.assert_close(out, f(x))
+    assert "row cache" in kernel_text(debug)
+
+
+def test_a_row_cache_is_not_kept_in_memory_the_output_takes_over(debug):
+    # softmax(x) + w, with w a product read only by the third loop and dead after it: the output
+    # takes w's memory in place, so the second loop cannot keep its exponentials there (the third
+    # would read them as w: wrong values when it did).
+    def f(x, y, z, w2):
+        w = y @ z
+        return (torch.softmax(x, -1) + w) @ w2
+
+    args = (torch.randn(64, 512), torch.randn(64, 32), torch.randn(32, 512), torch.randn(512, 8))
+    out = torch.compile(f, backend="coil")(*args)
+    torch.testing.assert_close(out, f(*args))
+    graphs = [d for d in os.listdir(debug)]
+    schedule = "".join(open(os.path.join(debug, d, "schedule.txt")).read() for d in graphs)
+    assert "in place of" in schedule, schedule  # the case this test is about
+    assert "row cache" not in kernel_text(debug)
+
+
+@pytest.mark.parametrize("dtype", [F32, torch.bfloat16])
+def test_rms_norm_keeps_its_input_in_the_output_between_its_loops(dtype, debug):
+    # The sum of squares and the output loop both read x: the first also stores it in the output
+    # (the same type), the second reads it back there. bfloat16 values are kept exactly.
+    def f(x, w):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * w
+
+    x, w = torch.randn(40, 777, dtype=dtype), torch.randn(777, dtype=dtype)
+    out = torch.compile(f, backend="coil")(x, w)
+    torch.testing.assert_close(out, f(x, w))
+    assert "row cache: each element's load from stage 0" in kernel_text(debug)

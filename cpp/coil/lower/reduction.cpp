@@ -269,8 +269,13 @@ std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
       [&](Value e, const std::vector<Expr>& at) { return ir::unary(Op::Exp, shifted(e, at)); });
   Value e = ir::cast(x.load(idx), acc);
   Value s = sum.load(broadcast_index(sum, x.sizes, idx));
-  Value body = log ? ir::sub(shifted(e, idx), ir::unary(Op::Log, s))
-                   : ir::div(ir::unary(Op::Exp, shifted(e, idx)), s);
+  // Eager's CPU kernel multiplies by the sum's reciprocal (one division per row), its CUDA
+  // kernels divide.
+  bool cuda = m.device.rfind("cuda", 0) == 0;
+  Value ex = ir::unary(Op::Exp, shifted(e, idx));
+  Value body = log    ? ir::sub(shifted(e, idx), ir::unary(Op::Log, s))
+               : cuda ? ir::div(ex, s)
+                      : ir::mul(ex, ir::unary(Op::Reciprocal, s));
   TensorBox out{m.dtype, m.device, m.sizes, ir::cast(body, m.dtype), x.origins};
   return {out};
 }

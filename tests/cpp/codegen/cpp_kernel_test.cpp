@@ -22,6 +22,7 @@ namespace {
 using graph::Arg;
 using graph::DType;
 using sym::Expr;
+using test::barg;
 using test::contiguous;
 using test::GraphBuilder;
 using test::iarg;
@@ -223,7 +224,52 @@ TEST(CppKernel, SumAndMaxLoopsVectorizeTheirReductions) {
   // Local reductions are used from registers, never stored.
   EXPECT_FALSE(contains(code, "] = v_buf0;")) << code;
   EXPECT_FALSE(contains(code, "] = v_buf1;")) << code;
-  EXPECT_TRUE(contains(code, "      float tmp7 = (tmp6 / v_buf1);\n")) << code;
+  // The output multiplies by the sum's reciprocal, as eager's CPU softmax does.
+  EXPECT_TRUE(contains(code, "      float tmp5 = (float(1) / v_buf1);\n")) << code;
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(CppKernel, SoftmaxComputesEachExpOnceThroughARowCache) {
+  // exp(x - max) is summed in the second loop and scaled in the third: the second also stores it
+  // where the output element goes, and the third reads it back there and writes over it; in
+  // scalar and vector form alike.
+  for (bool vector : {false, true}) {
+    const std::string& code = render(test::softmax(), vector).kernels.at(0).code;
+    EXPECT_TRUE(contains(code,
+                         "decision: row cache: each element's exp from stage 1 kept in buf2 "
+                         "until a later stage writes it there"))
+        << code;
+    // One exp in the scalar loop; the vector form renders its loop twice (whole vectors, tail).
+    EXPECT_EQ(count(code, vector ? ".exp_u20()" : "std::exp("), vector ? 2u : 1u) << code;
+    EXPECT_TRUE(contains(code, vector ? "tmp3.store(out_ptr0 + (r0 + 32*x0), n_r0);"
+                                      : "out_ptr0[r0 + 32*x0] = tmp3;"))
+        << code;
+    EXPECT_TRUE(contains(code, vector ? "auto tmp4 = VecF::loadu(out_ptr0 + (r0 + 32*x0), n_r0);"
+                                      : "float tmp4 = out_ptr0[r0 + 32*x0];"))
+        << code;
+  }
+}
+
+TEST(CppKernel, RowCachesOnlyHoldWhatALaterStageComputesAgain) {
+  // log_softmax's loops share x - max; layer_norm's variance loop and output loop x - mean.
+  for (const graph::Graph& g : {test::log_softmax(), test::layer_norm()}) {
+    const std::string& code = render(g).kernels.at(0).code;
+    EXPECT_TRUE(contains(code, "decision: row cache: each element's sub from stage 1")) << code;
+  }
+  // A bfloat16 output cannot hold a float32 exponential until it is overwritten: computed again.
+  GraphBuilder g;
+  graph::TensorMeta m = contiguous({4, 64});
+  m.dtype = DType::BFloat16;
+  graph::Arg x = g.input("arg0_1", m);
+  graph::Arg out = g.call("_softmax", "aten._softmax.default", {x, iarg(-1), barg(false)}, m);
+  const std::string& code = render(g.finish({out})).kernels.at(0).code;
+  EXPECT_FALSE(contains(code, "row cache")) << code;
+  EXPECT_EQ(count(code, "std::exp("), 2u) << code;
 }
 
 TEST(CppKernel, LoopsWithAReductionWithoutASimdFormStayScalar) {

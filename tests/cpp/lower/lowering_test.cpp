@@ -106,7 +106,8 @@ TEST(Lowering, SoftmaxIsTwoReductionsAndAPointwise) {
             "    tmp2 = sub(tmp0, tmp1) : f32\n"
             "    tmp3 = exp(tmp2) : f32\n"
             "    tmp4 = load(buf1, v0) : f32\n"
-            "    tmp5 = truediv(tmp3, tmp4) : f32\n"
+            "    tmp5 = reciprocal(tmp4) : f32\n"
+            "    tmp6 = mul(tmp3, tmp5) : f32\n"
             "    store buf2[32*v0 + v1]\n"
             "outputs: buf2[8, 32]\n");
 }

@@ -34,6 +34,13 @@ struct NoVectorForm {
   std::string why;
 };
 
+// A row cache (Emitter::plan_row_caches): the stage that computes the value, and the member of a
+// later stage whose output elements hold it until that member overwrites them.
+struct RowCache {
+  int first_stage = 0;
+  int home = -1;  // index into Kernel::members
+};
+
 // Renders one scheduled kernel (render_cpp_kernel).
 class Emitter {
  public:
@@ -218,6 +225,23 @@ class Emitter {
 
   void render_loops();
 
+  // ---- row caches (cpp_row_cache.cpp) ----
+  // A value the inner loops of one x point compute in one stage and again in a later one
+  // (softmax's exp(x - max): summed in the second loop, scaled in the third) is computed once:
+  // the first stage stores it where the later stage's output goes (the same element, the same
+  // type), and the later stage reads it back there before writing its own value over it.
+  void plan_row_caches();
+  std::vector<std::string> row_cache_decisions() const;  // for the kernel's header
+  // The cache `v` is read from in the stage being rendered, or null.
+  const RowCache* cached_in_stage(Value v) const;
+  // After computing v (its C++ expression `text`): stores it into its cache in the first stage.
+  void fill_row_cache(Value v, const std::string& text);
+  // Reads v from its cache (a later stage), into the memo.
+  void read_row_cache(Value v, const RowCache& c);
+  // The values to compute for root, operands first (value()): without those already computed here
+  // or needed only by a value read from a row cache.
+  std::vector<Value> render_order(Value root) const;
+
   const ir::Program& prog_;
   const sched::Schedule& s_;
   const sched::Kernel& k_;
@@ -242,6 +266,8 @@ class Emitter {
   // Transposed tiles of the tile being rendered: read (buffer@index) -> index into the tile, and
   // the tile's name.
   std::map<std::string, std::string> tiles_, tile_names_;
+  std::unordered_map<const ir::ScalarNode*, RowCache> row_caches_;
+  int stage_ = -1;  // the stage being rendered (index into k_.stages)
 };
 
 }  // namespace coil::codegen::cpp

@@ -80,6 +80,7 @@ std::string Emitter::header_comment(const std::string& name) const {
     c << "// decision: reduction looped over r inside each x point (CPU)\n";
   }
   for (const std::string& d : vec_decisions_) c << "// decision: " << d << "\n";
+  for (const std::string& d : row_cache_decisions()) c << "// decision: " << d << "\n";
   if (const ir::Buffer* sc = scatter()) {
     std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
                                                                    "index keeps one value)"
@@ -120,10 +121,15 @@ Expr Emitter::checked_index(Value v) {
 
 // Emits statements computing v (already in kernel variables); returns the C++ expression.
 std::string Emitter::value(Value root) {
-  for (const Value& v : ir::topo_order({root})) {
+  for (const Value& v : render_order(root)) {
     if (lookup(v)) continue;
+    if (const RowCache* c = cached_in_stage(v)) {
+      read_row_cache(v, *c);
+      continue;
+    }
     if (vec_ && varies(v)) {
       vector_value(v);
+      fill_row_cache(v, *lookup(v));
       continue;
     }
     std::string text;
@@ -170,6 +176,7 @@ std::string Emitter::value(Value root) {
     std::string name = "tmp" + std::to_string(next_tmp_++);
     line(ctype(v.dtype()) + " " + name + " = " + text + ";");
     memo_.back()[v.get()] = name;
+    fill_row_cache(v, name);
   }
   return *lookup(root);
 }
@@ -696,9 +703,14 @@ void Emitter::render_loops() {
       line(ctype(b.layout.dtype) + " v_" + b.name + "[" + std::to_string(k_.column_block) + "];");
     }
   }
+  plan_row_caches();
   auto body = [&] {
     memo_.emplace_back();
-    for (const sched::Stage& stage : k_.stages) render_stage(stage);
+    for (size_t i = 0; i < k_.stages.size(); ++i) {
+      stage_ = static_cast<int>(i);
+      render_stage(k_.stages[i]);
+    }
+    stage_ = -1;
     memo_.pop_back();
   };
   if (vector_inner) {
