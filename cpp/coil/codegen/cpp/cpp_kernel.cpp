@@ -694,8 +694,14 @@ void Emitter::render_loops() {
   size_t outer = headers.size() - inner_loops;
   for (size_t i = 0; i < outer; ++i) open_loop(i);
   if (column()) {
-    line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " +
-         size(nx - 1) + " - xc);");
+    // A constant lane count where the blocks divide the dim: the lane loops then unroll.
+    auto last = k_.xsizes[nx - 1].as_int();
+    if (last && *last % k_.column_block == 0) {
+      line("constexpr int64_t xn = " + std::to_string(k_.column_block) + ";");
+    } else {
+      line("const int64_t xn = std::min<int64_t>(" + std::to_string(k_.column_block) + ", " +
+           size(nx - 1) + " - xc);");
+    }
     // Per-lane slots for every per-x-point value of the kernel.
     for (const sched::Member& m : k_.members) {
       const ir::Buffer& b = prog_.buffers[m.buffer];

@@ -49,7 +49,8 @@ void Emitter::plan_row_caches() {
   for (const Expr& e : k_.xsizes) domain = domain * e;
   for (const Expr& e : k_.rsizes) domain = domain * e;
   std::vector<Expr> rvars;
-  for (size_t j = 0; j < k_.rsizes.size(); ++j) rvars.push_back(Expr::symbol("r" + std::to_string(j)));
+  for (size_t j = 0; j < k_.rsizes.size(); ++j)
+    rvars.push_back(Expr::symbol("r" + std::to_string(j)));
   auto mentions_every_r = [&](const Expr& e) {
     std::vector<Expr> free = sym::free_symbols(e);
     for (const Expr& rv : rvars) {
@@ -117,7 +118,8 @@ void Emitter::plan_row_caches() {
       if (!(sym::simplify(numel - domain, env_) == Expr(0))) continue;
       // Contiguous along the innermost r loop (a vector store and load).
       Expr idx = sym::substitute(b.write_index(), m.var_map);
-      Expr step = sym::simplify(sym::substitute(idx, {{rvars.back(), rvars.back() + 1}}) - idx, env_);
+      Expr step =
+          sym::simplify(sym::substitute(idx, {{rvars.back(), rvars.back() + 1}}) - idx, env_);
       if (!mentions_every_r(idx) || !(step == Expr(1))) continue;
       row_caches_[v.get()] = RowCache{u.stages[0], mi};
       homes.insert(mi);
