@@ -480,5 +480,27 @@ TEST(CppKernel, AScatterThatMultipliesRunsSerially) {
   EXPECT_FALSE(contains(code, "#pragma omp")) << code;
   EXPECT_TRUE(contains(code, "out_ptr0[tmp3] = out_ptr0[tmp3] * v_buf1;")) << code;
 }
+std::string column_sum_code(int64_t cols) {
+  GraphBuilder g;
+  Arg x = g.input("arg0_1", contiguous({64, cols}));
+  Arg s = g.call("sum_1", "aten.sum.dim_IntList", {x, ints({0})}, contiguous({cols}));
+  return render(g.finish({s})).kernels.at(0).code;
+}
+
+TEST(CppKernel, ColumnBlocksLeaveTwoPerThreadUpTo1024Columns) {
+  // Each thread reads long contiguous runs of every row; where the blocks divide the row, the lane
+  // loops have a constant trip count.
+  struct Case {
+    int64_t cols, block;
+    bool constant;
+  };
+  for (Case c : {Case{4096, 1024, true}, Case{768, 384, true}, Case{1000, 512, false},
+                 Case{100, 64, false}}) {
+    std::string code = column_sum_code(c.cols);
+    EXPECT_TRUE(contains(code, "): " + std::to_string(c.block) + " x points at a time")) << code;
+    EXPECT_EQ(contains(code, "constexpr int64_t xn = " + std::to_string(c.block) + ";"), c.constant)
+        << code;
+  }
+}
 }  // namespace
 }  // namespace coil::codegen
