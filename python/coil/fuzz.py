@@ -16,6 +16,10 @@ layout follows its inputs' (a convolution of a channels-last tensor is channels-
 program that stores the op's input in another layout than eager's, or reads its result through a
 view with the wrong strides, gives wrong values; output strides are compared for the same reason.
 
+Normalizations and softmaxes are drawn as models write them, and a quarter of the programs end
+in one: their kernels loop over each row several times and keep values the loops share in the
+output's elements (C++ row caches), which is only right while no operand's memory is the output's.
+
 Every program is a function of its seed, so a failure is reproduced by its seed alone; the failing
 graph is also saved (graph.json, replayable with `coil repro`) under --out.
 """
@@ -132,7 +136,12 @@ BINARY = (
     "eq",
     "lt",
 )
-REDUCE = ("sum", "amax", "amin", "mean", "var", "softmax", "log_softmax", "argmax")
+REDUCE = ("sum", "amax", "amin", "mean", "var", "softmax", "log_softmax", "argmax", "layer_norm",
+          "rms_norm")
+# Row ops whose kernels loop over a row several times sharing values between the loops (C++ row
+# caches keep them in the output's elements): normalizations as models write them, and a softmax
+# added to another value (which the output may take over in place).
+FLOAT_ONLY = ("mean", "var", "softmax", "log_softmax", "layer_norm", "rms_norm")
 VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select", "flip", "repeat")
 # Layout changes: the same values in another memory layout.
 FORMATS = ("channels_last", "contiguous")
@@ -274,6 +283,13 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return torch.softmax(a, d)
     if op == "log_softmax":
         return torch.log_softmax(a, d)
+    if op == "layer_norm":
+        centred = a - a.mean(d, keepdim=True)
+        return centred * torch.rsqrt((centred * centred).mean(d, keepdim=True) + 1e-5)
+    if op == "rms_norm":
+        return a * torch.rsqrt(a.pow(2).mean(d, keepdim=True) + 1e-6)
+    if op == "softmax_add":
+        return torch.softmax(a, -1) + b
     if op == "argmax":
         return a.argmax(d, keepdim=p["keepdim"])
     if op == "permute":
@@ -358,12 +374,15 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
             torch.broadcast_shapes(a.shape, vals[j].shape)
         except RuntimeError:
             return Step("add_scalar", (i,), {"value": rng.choice((0.5, 2, -1.25))})
-        return Step(rng.choice(BINARY), (i, j), {})
+        op = rng.choice(BINARY + ("softmax_add",))
+        if op == "softmax_add" and (not a.dtype.is_floating_point or a.dim() == 0):
+            op = "add"
+        return Step(op, (i, j), {})
     if kind == "reduce" and a.dim() > 0:
         op = rng.choice(REDUCE)
         if a.dtype == torch.bool and op in ("amax", "amin", "argmax"):
             return None
-        if not a.dtype.is_floating_point and op in ("mean", "var", "softmax", "log_softmax"):
+        if not a.dtype.is_floating_point and op in FLOAT_ONLY:
             # Eager raises for these, except on an empty tensor, where it returns one and
             # Dynamo's fake tensors raise (seeds 3251, 3480): not a coil question.
             return None
@@ -497,6 +516,27 @@ def generate(seed: int, max_ops: int = 20):
     if not program.steps:
         program.steps.append(Step("cast", (0,), {"dtype": torch.float64}))
         vals.append(vals[0].to(torch.float64))
+    # A quarter of the programs end in a row op: its result is stored (an output), so its kernel's
+    # loops may keep shared values in it (row caches) and its output may take over a dead operand.
+    a = vals[-1]
+    if rng.random() < 0.25 and a.dtype.is_floating_point and a.dim() > 0 and a.numel() > 0:
+        op = rng.choice(("layer_norm", "rms_norm", "softmax", "log_softmax", "softmax_add"))
+        j = rng.randrange(len(vals))
+        try:
+            torch.broadcast_shapes(a.shape, vals[j].shape)
+        except RuntimeError:
+            j = len(vals) - 1
+        step = Step(op, (len(vals) - 1, j) if op == "softmax_add" else (len(vals) - 1,),
+                    {"dim": -1 if op == "softmax_add" or rng.random() < 0.6 else rng.randrange(a.dim())})
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = _apply(step, vals)
+            if _acceptable(value):
+                program.steps.append(step)
+                vals.append(value)
+        except (RuntimeError, ValueError, IndexError, TypeError):
+            pass
     last = n_inputs + len(program.steps) - 1
     extra = [k for k in range(n_inputs, last) if rng.random() < 0.2]
     program.outputs = extra + [last]
