@@ -427,3 +427,21 @@ def test_rms_norm_keeps_its_input_in_the_output_between_its_loops(dtype, debug):
     out = torch.compile(f, backend="coil")(x, w)
     torch.testing.assert_close(out, f(x, w))
     assert "row cache: each element's load from stage 0" in kernel_text(debug)
+
+
+def test_softmax_over_a_dead_product_writes_over_it_and_keeps_its_exponentials(debug):
+    # Attention's scores are read by the softmax's three loops and dead after it: each row is
+    # written over in place once its loops have read it (an earlier stage at the same element
+    # counts as before the store), and the exponentials are kept there between the last two loops
+    # (nothing reads the scores after the second).
+    def f(q, k, v):
+        s = torch.softmax(q @ k.transpose(-1, -2) * 0.125, dim=-1)
+        return s @ v
+
+    q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
+    out = torch.compile(f, backend="coil")(q, k, v)
+    torch.testing.assert_close(out, f(q, k, v))
+    schedule = "".join(open(os.path.join(r, "schedule.txt")).read()
+                       for r, _, files in os.walk(debug) if "schedule.txt" in files)
+    assert "in place of" in schedule, schedule
+    assert "row cache: each element's exp" in kernel_text(debug)

@@ -75,8 +75,10 @@ bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer,
     const Member& m = k.members[i];
     for (const Access& a : buffer_reads(prog.buffers[m.buffer])) {
       if (a.buffer != victim) continue;
-      // Every read of the victim must happen before the store, at the stored element.
-      if (i > writer || m.stage != w.stage || a.indirect) return false;
+      // Every read of the victim must happen before the store, at the stored element: in the
+      // writer's stage by a member before it, or in an earlier stage of the same x point (a
+      // softmax over a product's scores reads each row in three loops and writes it in the last).
+      if (i > writer || m.stage > w.stage || a.indirect) return false;
       if (sym::simplify(sym::substitute(a.index, m.var_map), env) != write) return false;
     }
   }

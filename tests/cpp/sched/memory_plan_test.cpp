@@ -320,6 +320,33 @@ TEST(MemoryPlan, AKernelReadingABufferThroughAnIndirectIndexDoesNotStoreOverIt) 
   EXPECT_FALSE(r.plan("buf1").in_place) << r.s.schedule_text(r.prog);
   EXPECT_EQ(r.plan("buf1").reuses, "");
 }
+TEST(MemoryPlan, ASoftmaxWritesOverTheScoresItsLoopsHaveRead) {
+  // mm's result is read by the softmax's three loops over each row (max, sum, output) at the
+  // element the last one stores: each row is read before it is written over, so the output takes
+  // the scores' memory. A read of another row (the transposed scores) would forbid it.
+  for (bool transposed : {false, true}) {
+    GraphBuilder b;
+    Arg x = b.input("arg0_1", contiguous({16, 16}));
+    Arg mm = b.call("mm", "aten.mm.default", {x, x}, contiguous({16, 16}));
+    Arg scores = mm;
+    if (transposed) {
+      Arg t = b.call("t", "aten.t.default", {mm}, test::strided({16, 16}, {1, 16}));
+      scores = b.call("add", "aten.add.Tensor", {t, mm}, contiguous({16, 16}));
+    }
+    Arg sm = b.call("_softmax", "aten._softmax.default",
+                    {scores, test::iarg(-1), test::barg(false)}, contiguous({16, 16}));
+    Arg out = b.call("mm_1", "aten.mm.default", {sm, x}, contiguous({16, 16}));
+    Scheduled r = schedule(b.finish({out}));
+    const ir::Buffer* softmax = nullptr;
+    for (const ir::Buffer& buf : r.prog.buffers) {
+      if (buf.origins.count("_softmax") && !buf.is_reduction() && r.plan(buf.name).stored)
+        softmax = &buf;
+    }
+    ASSERT_NE(softmax, nullptr) << r.s.schedule_text(r.prog);
+    EXPECT_EQ(r.plan(softmax->name).in_place, !transposed) << r.s.schedule_text(r.prog);
+  }
+}
+
 // ---- mutations of graph inputs ----
 
 // copy_ into a graph input (batch norm's running statistics in an inference graph): a library

@@ -232,6 +232,9 @@ class Emitter {
   // type), and the later stage reads it back there before writing its own value over it.
   void plan_row_caches();
   std::vector<std::string> row_cache_decisions() const;  // for the kernel's header
+  // Whether `operand` (the buffer an in-place output replaces) is read where v, kept in that
+  // output from stage `first` on, is already stored over it.
+  bool operand_read_after_fill(const std::string& operand, Value v, int first) const;
   // The cache `v` is read from in the stage being rendered, or null.
   const RowCache* cached_in_stage(Value v) const;
   // After computing v (its C++ expression `text`): stores it into its cache in the first stage.

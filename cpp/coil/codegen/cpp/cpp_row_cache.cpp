@@ -112,7 +112,6 @@ void Emitter::plan_row_caches() {
       // in memory no buffer the kernel reads shares.
       auto plan = s_.buffers.find(b.name);
       if (!stored(b.name) || b.layout.dtype != v.dtype() || b.is_scatter()) continue;
-      if (plan != s_.buffers.end() && plan->second.in_place) continue;
       Expr numel = 1;
       for (const Expr& e : b.layout.sizes) numel = numel * e;
       if (!(sym::simplify(numel - domain, env_) == Expr(0))) continue;
@@ -122,6 +121,13 @@ void Emitter::plan_row_caches() {
           sym::simplify(sym::substitute(idx, {{rvars.back(), rvars.back() + 1}}) - idx, env_);
       if (!mentions_every_r(idx) || !(step == Expr(1))) continue;
       row_caches_[v.get()] = RowCache{u.stages[0], mi};
+      // An output written over an operand it replaces (in place): from the store of v on, that
+      // operand's element holds v, so nothing may read the operand there any more.
+      if (plan != s_.buffers.end() && plan->second.in_place &&
+          operand_read_after_fill(plan->second.reuses, v, u.stages[0])) {
+        row_caches_.erase(v.get());
+        continue;
+      }
       homes.insert(mi);
       break;
     }
@@ -138,6 +144,33 @@ std::vector<std::string> Emitter::row_cache_decisions() const {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+bool Emitter::operand_read_after_fill(const std::string& operand, Value v, int first) const {
+  std::vector<Value> own = ir::topo_order({v});
+  for (size_t si = static_cast<size_t>(first); si < k_.stages.size(); ++si) {
+    const sched::Stage& stage = k_.stages[si];
+    if (!stage.inner) continue;
+    // What this stage computes: later stages read the cached values instead of computing them.
+    std::unordered_set<const ir::ScalarNode*> seen;
+    std::vector<Value> todo;
+    for (int mi : stage.members) todo.push_back(kernel_body(k_.members[mi]));
+    while (!todo.empty()) {
+      Value x = todo.back();
+      todo.pop_back();
+      if (!seen.insert(x.get()).second) continue;
+      auto c = row_caches_.find(x.get());
+      if (c != row_caches_.end() && static_cast<int>(si) > c->second.first_stage) continue;
+      if (x.op() == Op::Load && x->buffer == operand) {
+        // In the stage that fills the cache, only as an operand of v (read before the store).
+        bool before =
+            static_cast<int>(si) == first && std::find(own.begin(), own.end(), x) != own.end();
+        if (!before) return true;
+      }
+      for (const Value& a : x->args) todo.push_back(a);
+    }
+  }
+  return false;
 }
 
 const RowCache* Emitter::cached_in_stage(Value v) const {
