@@ -11,6 +11,7 @@
 #include "coil/codegen/wrapper/python_wrapper.h"
 #include "coil/debug/debug_dir.h"
 #include "coil/graph/serialize.h"
+#include "coil/lower/attention_pattern.h"
 #include "coil/lower/lowering.h"
 #include "coil/sched/schedule.h"
 
@@ -73,8 +74,12 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   r.artifacts["graph.json"] = graph::to_json(g);
 
   ir::Program prog;
+  std::vector<std::string> rewrites;
   {
     PhaseTimer t(r.seconds["lower"]);
+    const graph::Graph& lowered =
+        opts.attention_rewrite ? lower::rewrite_attention(g, &rewrites) : g;
+    if (!rewrites.empty()) r.artifacts["graph_rewritten.txt"] = lowered.to_text();
     lower::LowerOptions lopts;
     lopts.triton = targets_triton(g, opts);
     using Lay = lower::LowerOptions::Layout;
@@ -84,7 +89,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     lopts.gemm_padding = choose("gemm_padding", opts.gemm_padding, Pad::Auto, Pad::On, Pad::Off);
     lopts.inference = opts.inference;
     lopts.fallback_random = opts.fallback_random;
-    prog = lower::lower_graph(g, lopts);
+    prog = lower::lower_graph(lowered, lopts);
   }
   r.artifacts["ir_pre_fusion.txt"] = prog.to_text();
 
@@ -99,6 +104,8 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   r.artifacts["ir_post_fusion.txt"] = schedule.post_fusion_text(prog);
   r.artifacts["fusion.txt"] = schedule.fusion_text(prog);
   r.artifacts["schedule.txt"] = schedule.schedule_text(prog);
+  for (auto it = rewrites.rbegin(); it != rewrites.rend(); ++it)
+    r.artifacts["schedule.txt"] = *it + "\n" + r.artifacts["schedule.txt"];
 
   {
     PhaseTimer t(r.seconds["codegen"]);

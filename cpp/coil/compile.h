@@ -28,6 +28,9 @@ struct CompileOptions {
   bool fallback_random = false;
   // C++ kernels' innermost loops in vector form (at::vec): "auto", "on", "off" (cpp_kernel.h).
   std::string cpp_vectorize = "auto";
+  // Written-out attention replaced by one scaled_dot_product_attention call
+  // (lower/attention_pattern.h).
+  bool attention_rewrite = true;
 };
 
 struct CompileResult {

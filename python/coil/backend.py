@@ -247,6 +247,7 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
             inference=kind == "inference",
             fallback_random=bool(opts.fallback_random),
             cpp_vectorize=_cpp_vectorize(opts, example_inputs),
+            attention_rewrite=bool(opts.attention_rewrite),
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])

@@ -77,6 +77,10 @@ class Options:
     # varies along them has one: "auto" (kernels of 4096 elements or more: a vector kernel file
     # builds about 0.3 s slower), "on" (every kernel), "off" (scalar loops, left to the compiler).
     cpp_vectorize: str = "auto"
+    # Attention written out as matmuls and a softmax (every step read only by the next) replaced
+    # by one scaled_dot_product_attention call, which never stores the scores (Inductor's
+    # fuse_attention; cpp/coil/lower/attention_pattern.h).
+    attention_rewrite: bool = True
     # CUDA graphs around each compiled call (mode="reduce-overhead", python/coil/cudagraphs.py):
     # graphs on one CUDA device are recorded into PyTorch's CUDA-graph trees and replayed; the
     # others run uncaptured, with a CoilWarning saying why.

@@ -146,7 +146,7 @@ VIEWS = ("permute", "transpose", "flatten", "unsqueeze", "slice", "select", "fli
 # Layout changes: the same values in another memory layout.
 FORMATS = ("channels_last", "contiguous")
 # Library ops (extern calls in coil) and pooling; their weights are drawn with the program.
-LIBRARY = ("conv2d", "matmul", "gram", "max_pool2d", "avg_pool2d", "sdpa")
+LIBRARY = ("conv2d", "matmul", "gram", "max_pool2d", "avg_pool2d", "sdpa", "attention")
 
 # Steps whose result eager and coil compute bit for bit when their operands are exact: integer
 # and bool arithmetic, and single correctly rounded IEEE operations (coil rounds each ATen op once,
@@ -326,6 +326,12 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         # operands' size-1 dims and views are what attention ops are strict about.
         return torch.nn.functional.scaled_dot_product_attention(a, a * 0.5, a,
                                                                 is_causal=p["causal"])
+    if op == "attention":
+        # Written out (coil replaces it with one attention call): k a view of a computed value,
+        # the scores scaled by a division or a product.
+        k = (a * 0.5).transpose(-2, -1)
+        s = a @ k / p["scale"] if p["divide"] else (a @ k) * p["scale"]
+        return torch.softmax(s, dim=-1) @ a
     if op == "max_pool2d":
         return torch.nn.functional.max_pool2d(a, 2)
     if op == "avg_pool2d":
@@ -449,6 +455,7 @@ def _pick_library_step(rng: random.Random, i: int, a: torch.Tensor) -> Step | No
         "max_pool2d": a.dim() in (3, 4) and min(a.shape[-2:]) >= 2,
         "avg_pool2d": a.dim() in (3, 4) and min(a.shape[-2:]) >= 2,
         "sdpa": a.dim() == 4 and a.dtype != torch.bfloat16,
+        "attention": a.dim() == 4 and a.dtype.is_floating_point,
     }
     ops = [op for op in LIBRARY if fits[op]]
     if not ops:
@@ -467,6 +474,8 @@ def _pick_library_step(rng: random.Random, i: int, a: torch.Tensor) -> Step | No
         return Step(op, (i,), {"weight": w / a.shape[-1] ** 0.5})
     if op == "sdpa":
         return Step(op, (i,), {"causal": rng.random() < 0.5})
+    if op == "attention":
+        return Step(op, (i,), {"scale": rng.choice((2.0, 0.25, 3.0)), "divide": rng.random() < 0.5})
     return Step(op, (i,), {})
 
 

@@ -1,0 +1,261 @@
+// Written-out attention -> one scaled_dot_product_attention call (attention_pattern.h).
+#include "coil/lower/attention_pattern.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+namespace coil::lower {
+
+using graph::Arg;
+using graph::Graph;
+using graph::Node;
+using sym::Expr;
+
+namespace {
+
+struct Match {
+  int q = -1, k = -1, v = -1;
+  double scale = 1.0;
+  std::vector<int> absorbed;  // nodes the call replaces (the second product included)
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g), users_(g.nodes().size()) {
+    for (const Node& n : g.nodes()) {
+      std::set<int> seen;
+      auto note = [&](const Arg& a, auto&& self) -> void {
+        if (a.is_node() && seen.insert(a.node).second) users_[a.node].push_back(n.id);
+        for (const Arg& x : a.list) self(x, self);
+      };
+      for (const Arg& a : n.args) note(a, note);
+      for (const auto& kv : n.kwargs) note(kv.second, note);
+    }
+  }
+
+  // The attention whose second product is node `id`, if it is one.
+  std::optional<Match> at(int id) {
+    const Node& b2 = g_.node(id);
+    if (b2.target != "aten.bmm.default" || b2.meta.size() != 1 || b2.args.size() != 2) {
+      return std::nullopt;
+    }
+    Match m;
+    absorbed_.clear();
+    absorbed_.push_back(id);
+    // softmax(scores, -1) side.
+    int p = strip(b2.args[0]);
+    if (p < 0 || !only_for(p)) return std::nullopt;
+    const Node& sm = g_.node(p);
+    if (sm.target != "aten._softmax.default" || sm.args.size() != 3 || sm.meta.size() != 1)
+      return std::nullopt;
+    size_t rank = sm.meta[0].rank();
+    if (rank != 4 || sm.args[1].kind != Arg::Kind::Int) return std::nullopt;
+    int64_t dim = sm.args[1].i < 0 ? sm.args[1].i + 4 : sm.args[1].i;
+    if (dim != 3 || sm.args[2].kind != Arg::Kind::Bool || sm.args[2].b) return std::nullopt;
+    absorbed_.push_back(p);
+    // An optional scale by a constant.
+    if (!sm.args[0].is_node()) return std::nullopt;
+    int t = sm.args[0].node;
+    const Node& tn = g_.node(t);
+    bool div = tn.target == "aten.div.Tensor", mul = tn.target == "aten.mul.Tensor";
+    int scores = t;
+    if ((div || mul) && tn.args.size() == 2 && tn.kwargs.empty() && tn.args[0].is_node()) {
+      std::optional<double> c = number(tn.args[1]);
+      if (!c || *c == 0.0 || !single_user(t)) return std::nullopt;
+      m.scale = div ? 1.0 / *c : *c;
+      absorbed_.push_back(t);
+      scores = tn.args[0].node;
+    }
+    int b1 = strip(Arg::node_ref(scores));
+    if (b1 < 0 || g_.node(b1).target != "aten.bmm.default" || !single_user(b1)) return std::nullopt;
+    absorbed_.push_back(b1);
+    const Node& first = g_.node(b1);
+    m.q = strip(first.args[0]);
+    int kt = strip(first.args[1]);
+    m.v = strip(b2.args[1]);
+    if (m.q < 0 || kt < 0 || m.v < 0) return std::nullopt;
+    m.k = untranspose(kt);
+    if (m.k < 0) return std::nullopt;
+    if (!operands_agree(m, sm.meta[0])) return std::nullopt;
+    m.absorbed = absorbed_;
+    return m;
+  }
+
+ private:
+  // Read by exactly one node, which is not the graph's output.
+  bool single_user(int id) const {
+    return users_[id].size() == 1 && g_.node(users_[id][0]).kind != graph::NodeKind::Output;
+  }
+  // The node is read once, by the pattern's next step (its user is already absorbed).
+  bool only_for(int id) const {
+    return single_user(id) &&
+           std::find(absorbed_.begin(), absorbed_.end(), users_[id][0]) != absorbed_.end();
+  }
+
+  // Follows views and expands that broadcast nothing back to the value they show, absorbing
+  // each (read only by the next step); -1 where an expand broadcasts.
+  int strip(const Arg& a) {
+    if (!a.is_node()) return -1;
+    int id = a.node;
+    while (true) {
+      const Node& n = g_.node(id);
+      // (A clone is the copy a view of a strided operand needs: the same values.)
+      bool view = n.target == "aten.view.default" || n.target == "aten._unsafe_view.default" ||
+                  n.target == "aten.reshape.default" || n.target == "aten.clone.default";
+      bool expand = n.target == "aten.expand.default";
+      if (!view && !expand) return id;
+      if (n.args.empty() || !n.args[0].is_node() || !single_user(id)) return id;
+      if (expand && g_.node(n.args[0].node).meta.at(0).sizes != n.meta.at(0).sizes) return -1;
+      absorbed_.push_back(id);
+      id = n.args[0].node;
+    }
+  }
+
+  // k, where kt is k with its last two dims swapped (read only by the product).
+  int untranspose(int kt) {
+    const Node& n = g_.node(kt);
+    if (!single_user(kt) || n.args.empty() || !n.args[0].is_node()) return -1;
+    bool swap = false;
+    if (n.target == "aten.permute.default" && n.args.size() == 2) {
+      const std::vector<Arg>& p = n.args[1].list;
+      swap = p.size() == 4 && p[0].i == 0 && p[1].i == 1 && p[2].i == 3 && p[3].i == 2;
+    } else if (n.target == "aten.transpose.int" && n.args.size() == 3) {
+      int64_t a = n.args[1].i < 0 ? n.args[1].i + 4 : n.args[1].i;
+      int64_t b = n.args[2].i < 0 ? n.args[2].i + 4 : n.args[2].i;
+      swap = std::min(a, b) == 2 && std::max(a, b) == 3;
+    }
+    if (!swap) return -1;
+    absorbed_.push_back(kt);
+    return n.args[0].node;
+  }
+
+  static std::optional<double> number(const Arg& a) {
+    if (a.kind == Arg::Kind::Float) return a.f;
+    if (a.kind == Arg::Kind::Int) return static_cast<double>(a.i);
+    return std::nullopt;
+  }
+
+  // q [B, H, S, D], k [B, H, L, D], v [B, H, L, Dv], probabilities [B, H, S, L]: one floating
+  // dtype and device.
+  bool operands_agree(const Match& m, const graph::TensorMeta& probs) const {
+    const Node &q = g_.node(m.q), &k = g_.node(m.k), &v = g_.node(m.v);
+    if (q.meta.size() != 1 || k.meta.size() != 1 || v.meta.size() != 1) return false;
+    const graph::TensorMeta &mq = q.meta[0], &mk = k.meta[0], &mv = v.meta[0];
+    for (const graph::TensorMeta* t : {&mq, &mk, &mv}) {
+      if (t->rank() != 4 || t->dtype != probs.dtype || t->device != probs.device) return false;
+    }
+    if (!graph::is_floating(probs.dtype)) return false;
+    for (size_t d = 0; d < 2; ++d) {
+      if (mq.sizes[d] != mk.sizes[d] || mq.sizes[d] != mv.sizes[d] || mq.sizes[d] != probs.sizes[d])
+        return false;
+    }
+    return mq.sizes[3] == mk.sizes[3] && mk.sizes[2] == mv.sizes[2] &&
+           probs.sizes[2] == mq.sizes[2] && probs.sizes[3] == mk.sizes[2];
+  }
+
+  const Graph& g_;
+  std::vector<std::vector<int>> users_;
+  std::vector<int> absorbed_;
+};
+
+Arg remap(const Arg& a, const std::vector<int>& ids) {
+  Arg out = a;
+  if (a.is_node()) out.node = ids.at(a.node);
+  for (Arg& x : out.list) x = remap(x, ids);
+  return out;
+}
+
+// Dense strides for `sizes` in the order of `like`'s strides (largest first; hints decide).
+std::vector<Expr> dense_like(const std::vector<Expr>& sizes, const std::vector<Expr>& like) {
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return sym::size_hint(like[a], sym::RangeEnv{}) > sym::size_hint(like[b], sym::RangeEnv{});
+  });
+  std::vector<Expr> strides(sizes.size());
+  Expr s = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = s;
+    s = s * sizes[*it];
+  }
+  return strides;
+}
+
+Arg size_arg(const Expr& e) {
+  auto v = e.as_int();
+  return v ? Arg::integer(*v) : Arg::symbolic(e);
+}
+
+}  // namespace
+
+graph::Graph rewrite_attention(const graph::Graph& g, std::vector<std::string>* notes) {
+  Matcher matcher(g);
+  std::map<int, Match> at;  // second product -> its match
+  std::set<int> absorbed;
+  for (const Node& n : g.nodes()) {
+    std::optional<Match> m = matcher.at(n.id);
+    if (!m) continue;
+    bool clash = false;
+    for (int a : m->absorbed) clash |= absorbed.count(a) > 0;
+    if (clash) continue;
+    absorbed.insert(m->absorbed.begin(), m->absorbed.end());
+    at[n.id] = *m;
+  }
+  if (at.empty()) return g;
+  Graph out;
+  for (const graph::SizeSymbol& s : g.symbols()) out.add_symbol(s);
+  std::set<std::string> names;
+  for (const Node& n : g.nodes()) names.insert(n.name);
+  std::vector<int> ids(g.nodes().size(), -1);
+  for (const Node& n : g.nodes()) {
+    auto match = at.find(n.id);
+    if (absorbed.count(n.id) && match == at.end()) continue;
+    if (n.kind == graph::NodeKind::Placeholder) {
+      ids[n.id] = out.add_placeholder(n.name, n.meta, n.scalar_type, n.symint_value);
+    } else if (n.kind == graph::NodeKind::Output) {
+      std::vector<Arg> outs;
+      for (const Arg& a : n.args) outs.push_back(remap(a, ids));
+      out.set_output(outs);
+    } else if (match != at.end()) {
+      const Match& m = match->second;
+      const graph::TensorMeta& q = g.node(m.q).meta[0];
+      const graph::TensorMeta& v = g.node(m.v).meta[0];
+      graph::TensorMeta result = q;
+      result.sizes = {q.sizes[0], q.sizes[1], q.sizes[2], v.sizes[3]};
+      result.strides = dense_like(result.sizes, q.strides);
+      result.offset = 0;
+      std::string name = n.name + "_attention";
+      while (names.count(name)) name += "_";
+      names.insert(name);
+      int call =
+          out.add_call(name, "aten.scaled_dot_product_attention.default",
+                       {Arg::node_ref(ids[m.q]), Arg::node_ref(ids[m.k]), Arg::node_ref(ids[m.v])},
+                       {{"scale", Arg::floating(m.scale)}}, {result}, n.stack_trace);
+      std::vector<Arg> shape;
+      for (const Expr& e : n.meta[0].sizes) shape.push_back(size_arg(e));
+      ids[n.id] =
+          out.add_call(n.name, "aten.view.default", {Arg::node_ref(call), Arg::list_of(shape)}, {},
+                       n.meta, n.stack_trace);
+      if (notes) {
+        notes->push_back("attention: " + std::to_string(m.absorbed.size()) + " nodes ending in " +
+                         n.name + " replaced by one " +
+                         "scaled_dot_product_attention call (scale " + std::to_string(m.scale) +
+                         "): the scores are never stored");
+      }
+    } else {
+      std::vector<Arg> args;
+      for (const Arg& a : n.args) args.push_back(remap(a, ids));
+      std::vector<std::pair<std::string, Arg>> kwargs;
+      for (const auto& [key, a] : n.kwargs) kwargs.emplace_back(key, remap(a, ids));
+      ids[n.id] =
+          out.add_call(n.name, n.target, args, kwargs, n.meta, n.stack_trace, n.scalar_type);
+    }
+  }
+  out.validate();
+  return out;
+}
+
+}  // namespace coil::lower

@@ -1,0 +1,25 @@
+// Attention written out as matrix products and a softmax, recognized and replaced by one
+// scaled_dot_product_attention call before lowering (compile.cpp), as Inductor's fuse_attention
+// patterns do. softmax(q @ k^T * scale) @ v materializes the [..., S, L] scores and their softmax;
+// ATen's attention kernels (flash on CPU and CUDA, memory-efficient on CUDA) never store them.
+//
+// The pattern, as AOTAutograd leaves it: bmm(view(expand(softmax(div|mul(view(bmm(view(expand(q)),
+// view(expand(transpose(k))))), c), -1))), view(expand(v))) (a view of a strided operand is a
+// clone and an _unsafe_view), where every step is read only by the
+// next (so nothing else needs the scores: a training graph that saves them for its backward is
+// left as it is), the expands broadcast nothing, and q, k, v are 4-D tensors of one floating
+// dtype and device with the same batch dims. The second product becomes a view of the attention's
+// result, laid out like q (what ATen's kernels return for such inputs; the wrapper checks).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coil/graph/graph.h"
+
+namespace coil::lower {
+
+// g with every match replaced; `notes` gets one line per replacement (schedule.txt).
+graph::Graph rewrite_attention(const graph::Graph& g, std::vector<std::string>* notes = nullptr);
+
+}  // namespace coil::lower

@@ -1,0 +1,105 @@
+// Written-out attention -> one scaled_dot_product_attention call (lower/attention_pattern.h).
+#include "coil/lower/attention_pattern.h"
+
+#include <gtest/gtest.h>
+
+#include "../test_graphs.h"
+
+namespace coil::lower {
+namespace {
+
+using graph::Arg;
+using test::contiguous;
+using test::GraphBuilder;
+using test::ints;
+using test::strided;
+
+struct Options {
+  bool scores_read_twice = false;  // the scores also an output: nothing may replace them
+  bool broadcast_v = false;        // v expanded over the heads
+  bool k_transposed = true;        // q @ k^T (else q @ k: no attention)
+  const char* scale_op = "aten.div.Tensor";
+};
+
+// softmax(q @ k^T / 8) @ v on [2, 4, 16, 8] q, k, v, as AOTAutograd leaves it.
+graph::Graph attention(const Options& o) {
+  GraphBuilder b;
+  Arg q = b.input("arg0_1", contiguous({2, 4, 16, 8}));
+  Arg k = b.input("arg1_1", contiguous({2, 4, 16, 8}));
+  Arg v = b.input("arg2_1", contiguous({2, o.broadcast_v ? 1 : 4, 16, 8}));
+  Arg eq =
+      b.call("expand", "aten.expand.default", {q, ints({2, 4, 16, 8})}, contiguous({2, 4, 16, 8}));
+  Arg vq = b.call("view", "aten.view.default", {eq, ints({8, 16, 8})}, contiguous({8, 16, 8}));
+  Arg kt = o.k_transposed ? b.call("permute", "aten.permute.default", {k, ints({0, 1, 3, 2})},
+                                   strided({2, 4, 8, 16}, {512, 128, 1, 8}))
+                          : b.call("view_k", "aten.view.default", {k, ints({2, 4, 8, 16})},
+                                   contiguous({2, 4, 8, 16}));
+  Arg ek =
+      b.call("expand_1", "aten.expand.default", {kt, ints({2, 4, 8, 16})},
+             o.k_transposed ? strided({2, 4, 8, 16}, {512, 128, 1, 8}) : contiguous({2, 4, 8, 16}));
+  Arg vk = b.call("view_1", "aten.view.default", {ek, ints({8, 8, 16})}, contiguous({8, 8, 16}));
+  Arg bmm = b.call("bmm", "aten.bmm.default", {vq, vk}, contiguous({8, 16, 16}));
+  Arg s4 = b.call("view_2", "aten.view.default", {bmm, ints({2, 4, 16, 16})},
+                  contiguous({2, 4, 16, 16}));
+  Arg sc = b.call("div", o.scale_op, {s4, test::farg(8.0)}, contiguous({2, 4, 16, 16}));
+  Arg p = b.call("_softmax", "aten._softmax.default", {sc, test::iarg(-1), test::barg(false)},
+                 contiguous({2, 4, 16, 16}));
+  Arg ep = b.call("expand_2", "aten.expand.default", {p, ints({2, 4, 16, 16})},
+                  contiguous({2, 4, 16, 16}));
+  Arg vp = b.call("view_3", "aten.view.default", {ep, ints({8, 16, 16})}, contiguous({8, 16, 16}));
+  Arg ev = b.call("expand_3", "aten.expand.default", {v, ints({2, 4, 16, 8})},
+                  contiguous({2, 4, 16, 8}));
+  Arg vv = b.call("view_4", "aten.view.default", {ev, ints({8, 16, 8})}, contiguous({8, 16, 8}));
+  Arg out = b.call("bmm_1", "aten.bmm.default", {vp, vv}, contiguous({8, 16, 8}));
+  Arg o4 =
+      b.call("view_5", "aten.view.default", {out, ints({2, 4, 16, 8})}, contiguous({2, 4, 16, 8}));
+  if (o.scores_read_twice) return b.finish({o4, p});
+  return b.finish({o4});
+}
+
+bool mentions(const graph::Graph& g, const std::string& part) {
+  return g.to_text().find(part) != std::string::npos;
+}
+
+TEST(AttentionPattern, TheWrittenOutFormBecomesOneCall) {
+  std::vector<std::string> notes;
+  graph::Graph g = rewrite_attention(attention({}), &notes);
+  EXPECT_EQ(
+      g.to_text(),
+      "%arg0_1 : f32[2, 4, 16, 8]{512, 128, 8, 1} = placeholder\n"
+      "%arg1_1 : f32[2, 4, 16, 8]{512, 128, 8, 1} = placeholder\n"
+      "%arg2_1 : f32[2, 4, 16, 8]{512, 128, 8, 1} = placeholder\n"
+      "%bmm_1_attention : f32[2, 4, 16, 8]{512, 128, 8, 1} = "
+      "aten.scaled_dot_product_attention.default(%arg0_1, %arg1_1, %arg2_1, scale=0.125)\n"
+      "%bmm_1 : f32[8, 16, 8]{128, 8, 1} = aten.view.default(%bmm_1_attention, [8, 16, 8])\n"
+      "%view_5 : f32[2, 4, 16, 8]{512, 128, 8, 1} = aten.view.default(%bmm_1, [2, 4, 16, 8])\n"
+      "return (%view_5,)\n");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("replaced by one scaled_dot_product_attention call"), std::string::npos);
+}
+
+TEST(AttentionPattern, AMultiplyingScaleIsTheScaleItself) {
+  Options o;
+  o.scale_op = "aten.mul.Tensor";
+  EXPECT_TRUE(mentions(rewrite_attention(attention(o)), "scale=8.0)"))
+      << rewrite_attention(attention(o)).to_text();
+}
+
+TEST(AttentionPattern, WhatIsNotExactlyAttentionStaysAsItIs) {
+  // The probabilities read by another node (a training graph saves them), v broadcast over the
+  // heads, or q @ k without the transpose.
+  Options twice, broadcast, plain;
+  twice.scores_read_twice = true;
+  broadcast.broadcast_v = true;
+  plain.k_transposed = false;
+  for (const Options& o : {twice, broadcast, plain}) {
+    graph::Graph before = attention(o);
+    std::vector<std::string> notes;
+    graph::Graph after = rewrite_attention(before, &notes);
+    EXPECT_EQ(after.to_text(), before.to_text());
+    EXPECT_TRUE(notes.empty());
+  }
+}
+
+}  // namespace
+}  // namespace coil::lower
