@@ -1,6 +1,7 @@
-// The C++ kernel renderer's state and steps, shared by its two files: cpp_kernel.cpp (loops,
-// scalar values, stores, reductions) and cpp_vec_loops.cpp (the innermost loop in vector form).
-// Internal to codegen/cpp; the interface is cpp_kernel.h.
+// The C++ kernel renderer's state and steps, shared by its files: cpp_kernel.cpp (loops, scalar
+// values, stores), cpp_reduction_loops.cpp (each stage's r loops and accumulators),
+// cpp_vec_loops.cpp (the innermost loop in vector form) and cpp_row_cache.cpp (values loops over
+// one row share). Internal to codegen/cpp; the interface is cpp_kernel.h.
 #pragma once
 
 #include <functional>

@@ -1,0 +1,344 @@
+// A C++ kernel's reduction loops (cpp_emitter.h): each stage's r loops with their accumulators,
+// in scalar, vector or column form; SIMD reduction clauses, chunked float sums, and column
+// kernels that split their rows across threads.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coil/codegen/cpp/cpp_emitter.h"
+#include "coil/codegen/cpp/cpp_ops.h"
+#include "coil/codegen/cpp/cpp_vec.h"
+
+namespace coil::codegen::cpp {
+
+// " reduction(op:acc, ...)" clauses for a loop whose reductions all have a SIMD form (sums,
+// and max/min through the prelude's NaN-propagating declared reductions); "" when one has
+// none (products, any/all, arg-reductions, Welford): that loop stays scalar.
+std::string Emitter::simd_reduction_clauses(
+    const std::vector<const sched::Member*>& reductions) const {
+  std::map<std::string, std::string> by_op;
+  for (const sched::Member* m : reductions) {
+    const ir::Buffer& b = prog_.buffers[m->buffer];
+    DType t = b.body.dtype();
+    bool f32 = t == DType::Float32, f64 = t == DType::Float64;
+    bool integer = !graph::is_floating(t) && t != DType::Bool;
+    std::string op;
+    switch (*b.reduction) {
+      case ir::ReductionType::Sum:
+        if (f32 || f64 || integer) op = "+";
+        break;
+      case ir::ReductionType::Max:
+        op = f32 ? "coil_max_f" : f64 ? "coil_max_d" : integer ? "max" : "";
+        break;
+      case ir::ReductionType::Min:
+        op = f32 ? "coil_min_f" : f64 ? "coil_min_d" : integer ? "min" : "";
+        break;
+      default:
+        break;
+    }
+    if (op.empty()) return "";
+    std::string& list = by_op[op];
+    list += (list.empty() ? "" : ", ") + std::string("acc_") + b.name;
+  }
+  std::string out;
+  for (const auto& [op, list] : by_op) out += " reduction(" + op + ":" + list + ")";
+  return out;
+}
+
+void Emitter::render_stage(const sched::Stage& stage) {
+  if (!stage.inner) {
+    open_lanes(true);
+    for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+    close_lanes();
+    return;
+  }
+  // Column mode keeps its lane loops scalar (omp simd over a block of x points).
+  if (k_.rsizes.empty()) {  // a reduction over no dims (of a 0-d tensor)
+    render_reduction_loops(stage, false);
+    return;
+  }
+  std::string r = "r" + std::to_string(k_.rsizes.size() - 1);
+  auto trip = k_.rsizes.back().as_int();
+  bool allowed = vectorize_ && !column() && (!trip || *trip >= min_trip_);
+  // (Nothing is noted where vectorization is off or column mode keeps its own lane loops.)
+  std::string why = column() || !vectorize_ ? "" : "too few iterations";
+  with_vector_attempt(r, allowed, why, [&](bool vector) { render_reduction_loops(stage, vector); });
+}
+
+// The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
+// r loop runs in vector form), and the results they leave for each x point.
+void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
+  // Accumulators for the reductions of this loop (one per lane in column mode).
+  std::vector<const sched::Member*> reductions;
+  bool all_sums = true;
+  std::string block = column() ? "[" + std::to_string(k_.column_block) + "]" : "";
+  for (int mi : stage.members) {
+    const sched::Member& m = k_.members[mi];
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    if (!b.is_reduction()) continue;
+    reductions.push_back(&m);
+    DType acc = b.body.dtype();
+    std::string init = reduction_identity(*b.reduction, acc);
+    all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
+    if (vector) {
+      lane_type(acc);
+      if (acc == DType::Bool || !vec_combine_text(*b.reduction, "a", "b")) {
+        throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
+      }
+      line(vec() + " vacc_" + b.name + "(" + init + ");");
+      continue;
+    }
+    line(ctype(acc) + " acc_" + b.name + block + (column() ? ";" : " = " + init + ";"));
+    if (is_arg_reduction(b)) line("int64_t acci_" + b.name + block + (column() ? ";" : " = 0;"));
+    if (column()) {
+      line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + b.name + "[xi] = " + init + ";");
+      if (is_arg_reduction(b))
+        line("for (int64_t xi = 0; xi < xn; ++xi) acci_" + b.name + "[xi] = 0;");
+    }
+  }
+  std::string sum_list;
+  for (const auto* m : reductions) {
+    sum_list += (sum_list.empty() ? "" : ", ") + std::string(vector ? "vacc_" : "acc_") +
+                prog_.buffers[m->buffer].name;
+  }
+  std::string simd_clauses = simd_reduction_clauses(reductions);
+  // A kernel reducing everything to one value (no x loops) splits its sums across threads;
+  // otherwise the x loops carry the parallelism.
+  Expr rwork = 1;
+  for (const Expr& e : k_.rsizes) rwork = rwork * e;
+  bool split_sums = k_.xsizes.empty() && all_sums && !reductions.empty() && k_.stages.size() == 1 &&
+                    (!rwork.as_int() || *rwork.as_int() >= kParallelMinElements);
+  size_t nr = k_.rsizes.size();
+  bool split_cols = split_columns() && !reductions.empty();
+  std::string arrays;  // split_cols: the block accumulators, as OpenMP array sections
+  for (const auto* m : reductions)
+    arrays += (arrays.empty() ? "" : ", ") + std::string("acc_") + prog_.buffers[m->buffer].name +
+              "[:" + std::to_string(k_.column_block) + "]";
+  // Float sums run in chunks of the outer r loop (chunked_sums): each chunk has accumulators of
+  // its own, added into the totals when it ends.
+  std::vector<const sched::Member*> chunked;
+  int64_t chunk = nr ? chunk_steps(reductions, vector, chunked) : 0;
+  std::string r0_begin = "0", r0_end = nr ? sym::to_cpp(k_.rsizes[0], env_) : "";
+  if (chunk) {
+    std::string c = std::to_string(chunk);
+    if (split_sums) line("#pragma omp parallel for reduction(+:" + sum_list + ")");
+    if (split_cols) line("#pragma omp parallel for reduction(+:" + arrays + ")");
+    line("for (int64_t r0c = 0; r0c < " + r0_end + "; r0c += " + c + ") {");
+    ++indent_;
+    for (const auto* m : chunked) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      std::string t = ctype(b.body.dtype()),
+                  init = reduction_identity(*b.reduction, b.body.dtype());
+      if (vector) {
+        line(vec() + "& vacc_" + b.name + "_total = vacc_" + b.name + ";");
+        line(vec() + " vacc_" + b.name + "(" + init + ");");
+      } else if (column()) {
+        line(t + " (&acc_" + b.name + "_total)" + block + " = acc_" + b.name + ";");
+        line(t + " acc_" + b.name + block + ";");
+        line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + b.name + "[xi] = " + init + ";");
+      } else {
+        line(t + "& acc_" + b.name + "_total = acc_" + b.name + ";");
+        line(t + " acc_" + b.name + " = " + init + ";");
+      }
+    }
+    r0_begin = "r0c";
+    r0_end = "std::min<int64_t>(" + r0_end + ", r0c + " + c + ")";
+  }
+  for (size_t j = 0; j + (vector ? 1 : 0) < nr; ++j) {
+    std::string r = "r" + std::to_string(j);
+    bool innermost = j + 1 == nr && !column();
+    if (j == 0 && split_sums && !chunk) {
+      line(std::string("#pragma omp parallel for") + (innermost ? " simd" : "") +
+           " reduction(+:" + sum_list + ")");
+    } else if (j == 0 && split_cols && !chunk) {
+      line("#pragma omp parallel for reduction(+:" + arrays + ")");
+    } else if (innermost && reductions.empty()) {
+      line("#pragma omp simd");
+    } else if (innermost && !simd_clauses.empty()) {
+      // Sums may be reassociated across SIMD lanes (as eager's vectorized sums are); max and
+      // min combine exactly in any order.
+      line("#pragma omp simd" + simd_clauses);
+    }
+    std::string begin = j == 0 ? r0_begin : "0";
+    std::string end = j == 0 ? r0_end : sym::to_cpp(k_.rsizes[j], env_);
+    line("for (int64_t " + r + " = " + begin + "; " + r + " < " + end + "; ++" + r + ") {");
+    ++indent_;
+  }
+  // The end of a chunk: its sums go into the totals.
+  auto close_chunk = [&] {
+    if (!chunk) return;
+    for (const auto* m : chunked) {
+      const std::string& n = prog_.buffers[m->buffer].name;
+      if (vector) {
+        line("vacc_" + n + "_total = vacc_" + n + "_total + vacc_" + n + ";");
+      } else if (column()) {
+        line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + n + "_total[xi] = acc_" + n +
+             "_total[xi] + acc_" + n + "[xi];");
+      } else {
+        line("acc_" + n + "_total = acc_" + n + "_total + acc_" + n + ";");
+      }
+    }
+    --indent_;
+    line("}");
+  };
+  auto body = [&] {
+    memo_.emplace_back();
+    open_lanes(true);
+    std::map<std::string, std::string> saved_available = available_;
+    for (int mi : stage.members) {
+      const sched::Member& m = k_.members[mi];
+      const ir::Buffer& b = prog_.buffers[m.buffer];
+      if (!b.is_reduction()) {
+        emit_pointwise(m);
+        continue;
+      }
+      std::string val = value(kernel_body(m));
+      if (vector) {
+        std::string acc = "vacc_" + b.name;
+        std::string combined =
+            *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
+        // Lanes past the end of the row keep the accumulator.
+        line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count + ");");
+        continue;
+      }
+      accumulate(m, val);
+    }
+    available_ = saved_available;
+    close_lanes();
+    memo_.pop_back();
+  };
+  if (vector) {
+    std::string pragma = nr == 1 && split_sums && !chunk
+                             ? "#pragma omp parallel for reduction(+:" + sum_list + ")"
+                             : "";
+    if (nr == 1) {
+      vector_loop(r0_begin, r0_end, pragma, body);
+    } else {
+      vector_loop("0", sym::to_cpp(k_.rsizes.back(), env_), pragma, body);
+    }
+    for (size_t j = 0; j + 1 < nr; ++j) {
+      --indent_;
+      line("}");
+    }
+    close_chunk();
+    // Each accumulator's lanes, combined.
+    for (const sched::Member* m : reductions) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      std::string t = ctype(b.body.dtype());
+      line(t + " acc_" + b.name + " = at::vec::vec_reduce_all<" + t + ">([](const " + vec() +
+           "& a, const " + vec() + "& b) { return " + *vec_combine_text(*b.reduction, "a", "b") +
+           "; }, vacc_" + b.name + ");");
+    }
+    vec_.reset();
+  } else {
+    body();
+    for (size_t j = 0; j < nr; ++j) {
+      --indent_;
+      line("}");
+    }
+    close_chunk();
+  }
+  // Results of the loop: one value per x point.
+  open_lanes(false);
+  for (const sched::Member* m : reductions) {
+    const ir::Buffer& b = prog_.buffers[m->buffer];
+    std::string src = lane(is_arg_reduction(b) ? "acci_" + b.name : "acc_" + b.name);
+    std::string var = "v_" + b.name;
+    std::string cast = "static_cast<" + ctype(b.layout.dtype) + ">(" + src + ")";
+    if (column()) {
+      var = lane(var);
+      line(var + " = " + cast + ";");
+    } else {
+      line(ctype(b.layout.dtype) + " " + var + " = " + cast + ";");
+    }
+    available_[b.name] = var;
+    store(b, *m, var);
+  }
+  close_lanes();
+}
+
+// One step of a scalar reduction: the accumulator takes the member's value `val`.
+void Emitter::accumulate(const sched::Member& m, const std::string& val) {
+  const ir::Buffer& b = prog_.buffers[m.buffer];
+  std::string acc = lane("acc_" + b.name);
+  DType t = b.body.dtype();
+  switch (*b.reduction) {
+    case ir::ReductionType::Sum:
+      line(acc + " = " + acc + " + " + val + ";");
+      break;
+    case ir::ReductionType::Prod:
+      line(acc + " = " + acc + " * " + val + ";");
+      break;
+    case ir::ReductionType::Max:
+      line(acc + " = coil_max<" + ctype(t) + ">(" + acc + ", " + val + ");");
+      break;
+    case ir::ReductionType::Min:
+      line(acc + " = coil_min<" + ctype(t) + ">(" + acc + ", " + val + ");");
+      break;
+    case ir::ReductionType::Any:
+      line(acc + " = " + acc + " || " + val + ";");
+      break;
+    case ir::ReductionType::All:
+      line(acc + " = " + acc + " && " + val + ";");
+      break;
+    case ir::ReductionType::ArgMax:
+    case ir::ReductionType::ArgMin: {
+      // The row-major position within this buffer's own reduction ranges.
+      Expr pos = 0;
+      for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
+        pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
+      }
+      std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
+      line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc +
+           "))) {");
+      line("  " + acc + " = " + val + ";");
+      line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) +
+           ";");
+      line("}");
+      break;
+    }
+  }
+}
+
+int64_t Emitter::chunk_steps(const std::vector<const sched::Member*>& reductions, bool vector,
+                             std::vector<const sched::Member*>& chunked) const {
+  for (const auto* m : reductions) {
+    const ir::Buffer& b = prog_.buffers[m->buffer];
+    if (*b.reduction == ir::ReductionType::Sum && graph::is_floating(b.body.dtype()))
+      chunked.push_back(m);
+  }
+  if (chunked.empty()) return 0;
+  int64_t inner = 1;
+  for (size_t j = 1; j < k_.rsizes.size(); ++j) {
+    auto n = k_.rsizes[j].as_int();
+    if (!n) return 0;
+    inner *= *n;
+  }
+  // Elements per accumulator per chunk: a vector accumulator's lanes share a chunk's elements.
+  int64_t per_chunk = vector ? kSumChunkElements : kSumChunkElements / 8;
+  int64_t steps = std::max<int64_t>(1, per_chunk / std::max<int64_t>(inner, 1));
+  auto r0 = k_.rsizes[0].as_int();
+  if (r0 && *r0 <= steps) return 0;  // one chunk: nothing to gain
+  return steps;
+}
+
+bool Emitter::split_columns() const {
+  if (!column()) return false;
+  size_t nx = k_.xsizes.size();
+  Expr work = 1;
+  for (size_t i = 0; i < nx; ++i) {
+    auto n = k_.xsizes[i].as_int();
+    if (!n || (i + 1 < nx && *n != 1) || (i + 1 == nx && *n > k_.column_block)) return false;
+    work = work * k_.xsizes[i];
+  }
+  for (const Expr& e : k_.rsizes) work = work * e;
+  if (!work.as_int() || *work.as_int() < kParallelMinElements) return false;
+  for (const sched::Member& m : k_.members) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    if (b.is_reduction() && *b.reduction != ir::ReductionType::Sum) return false;
+  }
+  return !scatter();
+}
+
+}  // namespace coil::codegen::cpp
