@@ -73,3 +73,15 @@ def test_the_rewrite_can_be_turned_off():
     out = torch.compile(attention, backend="coil", options={"attention_rewrite": False})(q, k, v)
     torch.testing.assert_close(out, attention(q, k, v))
     assert not _rewritten(coil_records())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_cross_attention_shapes(dtype):
+    # Keys longer than the queries, values narrower than the keys.
+    reset_compiler()
+    q = torch.randn(1, 2, 5, 8, dtype=dtype)
+    k, v = torch.randn(1, 2, 7, 8, dtype=dtype), torch.randn(1, 2, 7, 3, dtype=dtype)
+    out = torch.compile(lambda *t: attention(*t, scale_by="mul"), backend="coil")(q, k, v)
+    ref = attention(q.double(), k.double(), v.double(), "mul").to(dtype)
+    torch.testing.assert_close(out, ref, **({"atol": 2e-3, "rtol": 2e-3} if dtype == torch.float16 else {}))
+    assert _rewritten(coil_records())
