@@ -65,6 +65,30 @@ class IndexOutOfBoundsError(IndexError, RuntimeError):
     embedding, ...). Both an IndexError and a RuntimeError, as eager raises either, by op."""
 
 
+def _mm_row_blocked(a, b, bias, n: int, rows: int):
+    """a @ b (+ bias) for an `a` of M rows and a `b` whose N columns are padded, returned with
+    eager's [M, n] contiguous layout: computed `rows` rows at a time into a scratch product and
+    copied out, so only one block of the padded product lives beside the output (lower/extern.cpp,
+    decisions.md "GEMM padding"). A bias of M rows is sliced with a."""
+    m = a.shape[0]
+    out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    per_row = bias is not None and bias.dim() == 2 and bias.shape[0] == m and m > 1
+    for r in range(0, m, rows):
+        block = a[r:r + rows]
+        if bias is None:
+            product = torch.mm(block, b)
+        else:
+            product = torch.addmm(bias[r:r + rows] if per_row else bias, block, b)
+        out[r:r + rows].copy_(product[:, :n])
+        del product
+    return out
+
+
+_library = torch.library.Library("coil", "DEF")
+_library.define("mm_row_blocked(Tensor a, Tensor b, Tensor? bias, int n, int rows) -> Tensor")
+_library.impl("mm_row_blocked", _mm_row_blocked, "CompositeExplicitAutograd")
+
+
 def check_indices(error: torch.Tensor) -> None:
     """Raises for a bad indirect index a kernel reported in `error` (flag, index, size). On the CPU
     the kernels have finished, so this reads the flag; on a GPU it asserts on the device instead of

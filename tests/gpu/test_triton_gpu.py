@@ -277,3 +277,27 @@ def test_out_of_bounds_index_fails_on_the_device():
     with pytest.raises(RuntimeError):
         f(x, torch.tensor([[0, 5, 1]], device=DEV))
         torch.cuda.synchronize()
+
+
+def test_lm_head_logits_come_out_of_row_blocks():
+    # GPT-2's vocabulary: the padded product (N 50257 -> 50264) is a graph output, computed in
+    # row blocks copied into eager's contiguous logits; the peak holds one block beside them.
+    import coil
+
+    head = torch.nn.Linear(768, 50257, bias=False).to(DEV, BF16).eval()
+    x = randn(4, 512, 768, dtype=BF16)
+    with torch.no_grad():
+        expected = head(x)
+        compiled = torch.compile(head, backend="coil")
+        actual = compiled(x)
+        torch.testing.assert_close(actual, expected, atol=2e-2, rtol=2e-2)
+        assert actual.stride() == expected.stride()
+        (record,) = coil.compiled_graphs()
+        assert record.extern_ops == ["coil.mm_row_blocked.default"], record.extern_ops
+        del actual
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        compiled(x)
+        peak = torch.cuda.max_memory_allocated() - before
+    assert peak < 1.3 * expected.numel() * expected.element_size(), peak

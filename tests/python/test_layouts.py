@@ -226,6 +226,28 @@ def test_lm_head_padded(gemm_padding):
         torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_padded_product_returned_is_built_in_row_blocks(gemm_padding, bias):
+    """A padded product that is a graph output (an LM head's logits) comes out with eager's
+    contiguous strides without the whole padded product beside it: computed in blocks of rows,
+    each copied into the output. Peak: the output plus one block, not twice the output."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(64, 20001, bias=bias).eval()
+    x = torch.randn(2, 500, 64)
+    with torch.no_grad():
+        check(head, x, check_strides=True, atol=1e-4, rtol=1e-4)
+        if BACKEND != "coil":
+            return
+        (record,) = coil_records()
+        assert record.extern_ops == ["coil.mm_row_blocked.default"], record.extern_ops
+        from coil.bench.memory import peak_bytes
+
+        compiled = torch.compile(head, backend="coil")
+        compiled(x)
+        out_bytes = 2 * 500 * 20001 * 4
+        assert peak_bytes(lambda: compiled(x), "cpu") < 1.6 * out_bytes
+
+
 def test_bmm_padded(gemm_padding):
     test_bmm("computed")
     test_bmm("sliced")

@@ -152,7 +152,8 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
 // Ops whose results are contiguous whatever their inputs' layouts: the wrapper need not check.
 bool result_always_contiguous(const std::string& op) {
   static const std::set<std::string> kOps = {"aten.mm.default", "aten.addmm.default",
-                                             "aten.bmm.default", "aten.baddbmm.default"};
+                                             "aten.bmm.default", "aten.baddbmm.default",
+                                             "coil.mm_row_blocked.default"};
   return kOps.count(op) > 0;
 }
 

@@ -214,6 +214,33 @@ TEST(Lowering, MatrixProductResultsAreNotChecked) {
 // zero-extended to an aligned N (a copy: it is in memory), the library computes the wider product,
 // and the graph's value is the view of its first N columns. A small one keeps its sizes but stores
 // a computed operand with padded rows. Padding off (auto on the CPU): plain calls.
+// A padded product that is itself a graph output (an LM head's logits, through a view) is computed
+// in blocks of rows copied into eager's contiguous output: one call whose result is the output.
+TEST(Lowering, APaddedProductReturnedIsComputedInRowBlocks) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4096, 768}));
+  Arg w = b.input("arg1_1", contiguous({50257, 768}));
+  Arg t = b.call("permute", "aten.permute.default", {w, ints({1, 0})},
+                 test::strided({768, 50257}, {1, 768}));
+  Arg mm = b.call("mm", "aten.mm.default", {x, t}, contiguous({4096, 50257}));
+  Arg v = b.call("view", "aten.view.default", {mm, ints({8, 512, 50257})},
+                 contiguous({8, 512, 50257}));
+  LowerOptions on;
+  on.gemm_padding = LowerOptions::Padding::On;
+  ir::Program p = lower_graph(b.finish({v}), on);
+  ASSERT_EQ(p.externs.size(), 1u);
+  const ir::ExternCall& call = p.externs[0];
+  EXPECT_EQ(call.op, "coil.mm_row_blocked.default");
+  // float32: 4 bytes x 50260 columns per row, 32 MB blocks: 166 rows, at least 256.
+  EXPECT_EQ(call.decision,
+            "padded K 768->768, N 50257->50260 for cuBLAS's aligned kernels, in blocks of 256 rows "
+            "copied into the output (a graph output)");
+  EXPECT_EQ(call.tensors.at(1).sizes, (std::vector<Expr>{768, 50260}));
+  EXPECT_EQ(p.buffer(call.outputs[0]).layout.sizes, (std::vector<Expr>{4096, 50257}));
+  EXPECT_EQ(p.buffer(call.outputs[0]).layout.strides, (std::vector<Expr>{50257, 1}));
+  EXPECT_EQ(p.outputs[0].ref.buffer, call.outputs[0]);  // no copy
+}
+
 TEST(Lowering, MatrixProductsGetPaddedSizes) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4096, 768}));
@@ -222,7 +249,8 @@ TEST(Lowering, MatrixProductsGetPaddedSizes) {
   Arg t = b.call("permute", "aten.permute.default", {w, ints({1, 0})},
                  test::strided({768, 50257}, {1, 768}));
   Arg mm = b.call("mm", "aten.mm.default", {e, t}, contiguous({4096, 50257}));
-  graph::Graph g = b.finish({mm});
+  Arg y = b.call("relu", "aten.relu.default", {mm}, contiguous({4096, 50257}));
+  graph::Graph g = b.finish({y});
   LowerOptions on;
   on.gemm_padding = LowerOptions::Padding::On;
   ir::Program p = lower_graph(g, on);
@@ -233,7 +261,7 @@ TEST(Lowering, MatrixProductsGetPaddedSizes) {
   EXPECT_EQ(call.tensors[1].sizes, (std::vector<Expr>{768, 50260})) << p.to_text();
   EXPECT_EQ(call.tensors[1].strides, (std::vector<Expr>{1, 768}));  // the weight's orientation
   EXPECT_EQ(p.buffer(call.outputs[0]).layout.sizes, (std::vector<Expr>{4096, 50260}));
-  // The graph output is eager's contiguous tensor: a copy of the first 50257 columns.
+  // The graph output is eager's contiguous tensor: relu of the first 50257 columns.
   EXPECT_EQ(p.outputs[0].ref.sizes, (std::vector<Expr>{4096, 50257}));
   EXPECT_EQ(p.outputs[0].ref.strides, (std::vector<Expr>{50257, 1}));
   EXPECT_NE(p.outputs[0].ref.buffer, call.outputs[0]);
