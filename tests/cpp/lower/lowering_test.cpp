@@ -223,8 +223,8 @@ TEST(Lowering, APaddedProductReturnedIsComputedInRowBlocks) {
   Arg t = b.call("permute", "aten.permute.default", {w, ints({1, 0})},
                  test::strided({768, 50257}, {1, 768}));
   Arg mm = b.call("mm", "aten.mm.default", {x, t}, contiguous({4096, 50257}));
-  Arg v = b.call("view", "aten.view.default", {mm, ints({8, 512, 50257})},
-                 contiguous({8, 512, 50257}));
+  Arg v =
+      b.call("view", "aten.view.default", {mm, ints({8, 512, 50257})}, contiguous({8, 512, 50257}));
   LowerOptions on;
   on.gemm_padding = LowerOptions::Padding::On;
   ir::Program p = lower_graph(b.finish({v}), on);
