@@ -105,6 +105,7 @@ def _make_input(rng: random.Random, shape, dtype, layout: str) -> torch.Tensor:
 
 
 UNARY = (
+    "deep",
     "exp",
     "abs",
     "neg",
@@ -219,6 +220,14 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
     if op == "sin":
         # Large arguments make sin ill-conditioned: one ulp of input moves the result visibly.
         return torch.sin(a.clamp(-10, 10))
+    if op == "deep":
+        # A body long enough to be stored rather than inlined into its readers (realize_policy):
+        # a kernel then computes a buffer in one loop and reads it back in another.
+        # (a + small terms: the values keep their spread; an iterated contraction would make
+        # them nearly equal, and a normalization after it would amplify rounding into noise.)
+        for _ in range(12):
+            a = a + torch.sin(a) * 0.05
+        return a
     if op == "sqrt_abs":
         return torch.sqrt(a.abs())
     if op == "square":
@@ -529,6 +538,10 @@ def generate(seed: int, max_ops: int = 20):
     # loops may keep shared values in it (row caches) and its output may take over a dead operand.
     a = vals[-1]
     if rng.random() < 0.25 and a.dtype.is_floating_point and a.dim() > 0 and a.numel() > 0:
+        if rng.random() < 0.3:  # a stored body the row op's loops read (computed by the first)
+            program.steps.append(Step("deep", (len(vals) - 1,), {}))
+            vals.append(_apply(program.steps[-1], vals))
+            a = vals[-1]
         op = rng.choice(("layer_norm", "rms_norm", "softmax", "log_softmax", "softmax_add"))
         j = rng.randrange(len(vals))
         try:

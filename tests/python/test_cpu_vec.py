@@ -446,3 +446,25 @@ def test_softmax_over_a_dead_product_writes_over_it_and_keeps_its_exponentials(d
                        for r, _, files in os.walk(debug) if "schedule.txt" in files)
     assert "in place of" in schedule, schedule
     assert "row cache: each element's exp" in kernel_text(debug)
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_a_row_cache_of_a_buffer_the_first_loop_computes(mode, monkeypatch, debug):
+    # p's body is long enough to be stored: the first loop computes and stores it (and sums it
+    # from the variable holding it), the second loop reads p back. That read is kept in the
+    # output's elements; the first loop must store it there from that variable too (it once did
+    # not: the output was NaN).
+    import coil
+
+    monkeypatch.setattr(coil.config.options, "cpp_vectorize", mode)
+
+    def f(x):
+        p = x
+        for _ in range(20):
+            p = (p * 1.01 + 0.1).sin()
+        return p / p.sum(-1, keepdim=True)
+
+    x = torch.randn(64, 300)
+    out = torch.compile(f, backend="coil")(x)
+    torch.testing.assert_close(out, f(x))
+    assert "row cache: each element's load from stage 0" in kernel_text(debug)

@@ -149,6 +149,7 @@ std::string Emitter::value(Value root) {
         auto avail = available_.find(v->buffer);
         if (avail != available_.end() && !ir::has_indirect(v->index)) {
           memo_.back()[v.get()] = avail->second;
+          fill_row_cache(v, avail->second);  // (a buffer this loop computes, kept for a later one)
           continue;
         }
         std::string load = ptr_.at(v->buffer) + "[" + index_text(v->buffer, checked_index(v)) + "]";
