@@ -77,9 +77,10 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
   std::vector<std::string> rewrites;
   {
     PhaseTimer t(r.seconds["lower"]);
-    const graph::Graph& lowered =
-        opts.attention_rewrite ? lower::rewrite_attention(g, &rewrites) : g;
-    if (!rewrites.empty()) r.artifacts["graph_rewritten.txt"] = lowered.to_text();
+    std::optional<graph::Graph> rewritten;
+    if (opts.attention_rewrite) rewritten = lower::rewrite_attention(g, &rewrites);
+    const graph::Graph& lowered = rewritten ? *rewritten : g;
+    if (rewritten) r.artifacts["graph_rewritten.txt"] = rewritten->to_text();
     lower::LowerOptions lopts;
     lopts.triton = targets_triton(g, opts);
     using Lay = lower::LowerOptions::Layout;

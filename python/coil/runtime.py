@@ -80,7 +80,7 @@ def _mm_row_blocked(a, b, bias, n: int, rows: int):
         else:
             product = torch.addmm(bias[r:r + rows] if per_row else bias, block, b)
         out[r:r + rows].copy_(product[:, :n])
-        del product
+        del product  # before the next block's product is made: one block alive at a time
     return out
 
 

@@ -24,17 +24,7 @@ struct Match {
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& g) : g_(g), users_(g.nodes().size()) {
-    for (const Node& n : g.nodes()) {
-      std::set<int> seen;
-      auto note = [&](const Arg& a, auto&& self) -> void {
-        if (a.is_node() && seen.insert(a.node).second) users_[a.node].push_back(n.id);
-        for (const Arg& x : a.list) self(x, self);
-      };
-      for (const Arg& a : n.args) note(a, note);
-      for (const auto& kv : n.kwargs) note(kv.second, note);
-    }
-  }
+  explicit Matcher(const Graph& g) : g_(g) {}
 
   // The attention whose second product is node `id`, if it is one.
   std::optional<Match> at(int id) {
@@ -85,14 +75,21 @@ class Matcher {
   }
 
  private:
+  // The nodes that read node `id` (Graph::users, asked once per node).
+  const std::vector<int>& users(int id) {
+    auto it = users_.find(id);
+    if (it == users_.end()) it = users_.emplace(id, g_.users(id)).first;
+    return it->second;
+  }
   // Read by exactly one node, which is not the graph's output.
-  bool single_user(int id) const {
-    return users_[id].size() == 1 && g_.node(users_[id][0]).kind != graph::NodeKind::Output;
+  bool single_user(int id) {
+    const std::vector<int>& u = users(id);
+    return u.size() == 1 && g_.node(u[0]).kind != graph::NodeKind::Output;
   }
   // The node is read once, by the pattern's next step (its user is already absorbed).
-  bool only_for(int id) const {
+  bool only_for(int id) {
     return single_user(id) &&
-           std::find(absorbed_.begin(), absorbed_.end(), users_[id][0]) != absorbed_.end();
+           std::find(absorbed_.begin(), absorbed_.end(), users(id)[0]) != absorbed_.end();
   }
 
   // Follows views and expands that broadcast nothing back to the value they show, absorbing
@@ -157,7 +154,7 @@ class Matcher {
   }
 
   const Graph& g_;
-  std::vector<std::vector<int>> users_;
+  std::map<int, std::vector<int>> users_;
   std::vector<int> absorbed_;
 };
 
@@ -191,7 +188,8 @@ Arg size_arg(const Expr& e) {
 
 }  // namespace
 
-graph::Graph rewrite_attention(const graph::Graph& g, std::vector<std::string>* notes) {
+std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
+                                              std::vector<std::string>* notes) {
   Matcher matcher(g);
   std::map<int, Match> at;  // second product -> its match
   std::set<int> absorbed;
@@ -204,7 +202,7 @@ graph::Graph rewrite_attention(const graph::Graph& g, std::vector<std::string>* 
     absorbed.insert(m->absorbed.begin(), m->absorbed.end());
     at[n.id] = *m;
   }
-  if (at.empty()) return g;
+  if (at.empty()) return std::nullopt;
   Graph out;
   for (const graph::SizeSymbol& s : g.symbols()) out.add_symbol(s);
   std::set<std::string> names;

@@ -12,6 +12,7 @@
 // result, laid out like q (what ATen's kernels return for such inputs; the wrapper checks).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,9 @@
 
 namespace coil::lower {
 
-// g with every match replaced; `notes` gets one line per replacement (schedule.txt).
-graph::Graph rewrite_attention(const graph::Graph& g, std::vector<std::string>* notes = nullptr);
+// g with every match replaced, or nullopt where nothing matches (no copy of the graph); `notes`
+// gets one line per replacement (schedule.txt).
+std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
+                                              std::vector<std::string>* notes = nullptr);
 
 }  // namespace coil::lower
