@@ -65,27 +65,62 @@ class IndexOutOfBoundsError(IndexError, RuntimeError):
     embedding, ...). Both an IndexError and a RuntimeError, as eager raises either, by op."""
 
 
-def _mm_row_blocked(a, b, bias, n: int, rows: int):
-    """a @ b (+ bias) for an `a` of M rows and a `b` whose N columns are padded, returned with
-    eager's [M, n] contiguous layout: computed `rows` rows at a time into a scratch product and
-    copied out, so only one block of the padded product lives beside the output (lower/extern.cpp,
-    decisions.md "GEMM padding"). A bias of M rows is sliced with a."""
-    m = a.shape[0]
+def _mm_row_blocked(a, b, bias, ld: int, rows: int):
+    """a @ b (+ bias) for an `a` of M rows and a `b` of N columns whose product cuBLAS writes well
+    only at a padded leading dimension `ld` (GPT-2's 50257 logits), returned with eager's [M, N]
+    contiguous layout: computed `rows` rows at a time into one scratch block of `ld` columns and
+    copied out, so only one block lives beside the output (lower/extern.cpp, decisions.md "GEMM
+    padding"). A bias of M rows is sliced with a."""
+    m, n = a.shape[0], b.shape[1]
     out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    scratch = torch.empty((min(rows, m), ld), dtype=a.dtype, device=a.device)
     per_row = bias is not None and bias.dim() == 2 and bias.shape[0] == m and m > 1
     for r in range(0, m, rows):
         block = a[r:r + rows]
+        product = scratch[:block.shape[0], :n]
         if bias is None:
-            product = torch.mm(block, b)
+            torch.mm(block, b, out=product)
         else:
-            product = torch.addmm(bias[r:r + rows] if per_row else bias, block, b)
-        out[r:r + rows].copy_(product[:, :n])
-        del product  # before the next block's product is made: one block alive at a time
+            torch.addmm(bias[r:r + rows] if per_row else bias, block, b, out=product)
+        copy_rows(out[r:r + rows], product)
     return out
 
 
+def copy_rows(dst, src):
+    """dst.copy_(src) for a contiguous [R, N] dst and a src of rows at an aligned padded stride.
+    On a GPU a row copy that reads whole aligned vectors (ATen's copy of a strided source runs at
+    about half the bandwidth: scripts/gpu_lm_head.py)."""
+    if dst.device.type != "cuda" or dst.numel() == 0:
+        dst.copy_(src)
+        return
+    kernel = _row_copy_kernel()
+    rows, n = src.shape
+    block = 2048
+    align = max(1, 16 // src.element_size())
+    kernel[(rows, (n + block - 1) // block)](
+        src, dst, N=n, LD=src.stride(0), ALIGN=align, BLOCK=block, num_warps=8)
+
+
+@functools.cache
+def _row_copy_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def coil_copy_rows(src, dst, N: tl.constexpr, LD: tl.constexpr, ALIGN: tl.constexpr,
+                       BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        # Loads masked at the padded width (a multiple of ALIGN: whole vectors), stores at N.
+        start = tl.multiple_of(row * LD, ALIGN)
+        value = tl.load(src + start + cols, mask=cols < LD, other=0)
+        tl.store(dst + row * N + cols, value, mask=cols < N)
+
+    return coil_copy_rows
+
+
 _library = torch.library.Library("coil", "DEF")
-_library.define("mm_row_blocked(Tensor a, Tensor b, Tensor? bias, int n, int rows) -> Tensor")
+_library.define("mm_row_blocked(Tensor a, Tensor b, Tensor? bias, int ld, int rows) -> Tensor")
 _library.impl("mm_row_blocked", _mm_row_blocked, "CompositeExplicitAutograd")
 
 

@@ -268,24 +268,38 @@ def test_random_ops_on_the_device():
 
 
 def test_out_of_bounds_index_fails_on_the_device():
-    f = torch.compile(lambda x, i: torch.gather(x, 0, i) + 1, backend="coil")
-    x = randn(5, 3)
-    f(x, torch.zeros(2, 3, dtype=torch.int64, device=DEV))
+    # Like eager's device-side assert, the error surfaces at a synchronization. A failed device
+    # assert leaves the CUDA context unusable, so this runs in a process of its own: every test
+    # after it in this one would fail at its first CUDA call.
+    import subprocess
+    import sys
+
+    script = """
+import torch, coil
+f = torch.compile(lambda x, i: torch.gather(x, 0, i) + 1, backend="coil")
+x = torch.randn(5, 3, device="cuda")
+f(x, torch.zeros(2, 3, dtype=torch.int64, device="cuda"))
+torch.cuda.synchronize()
+print("in bounds ok", flush=True)
+try:
+    f(x, torch.tensor([[0, 5, 1]], device="cuda"))
     torch.cuda.synchronize()
-    # Like eager's device-side assert, the error surfaces at a synchronization; run last in its
-    # process (a failed device assert leaves the CUDA context unusable).
-    with pytest.raises(RuntimeError):
-        f(x, torch.tensor([[0, 5, 1]], device=DEV))
-        torch.cuda.synchronize()
+except RuntimeError as e:
+    print("raised:", type(e).__name__, str(e).splitlines()[0], flush=True)
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "in bounds ok" in run.stdout, run.stdout + run.stderr
+    assert "raised:" in run.stdout, run.stdout + run.stderr
 
 
 def test_lm_head_logits_come_out_of_row_blocks():
-    # GPT-2's vocabulary: the padded product (N 50257 -> 50264) is a graph output, computed in
-    # row blocks copied into eager's contiguous logits; the peak holds one block beside them.
+    # GPT-2's vocabulary: the product (N 50257, written at leading dimension 50264) is a graph
+    # output, computed in row blocks copied into eager's contiguous logits; the peak holds one
+    # 64 MB block beside them (411 MB), and no padded copy of the weight (77 MB).
     import coil
 
     head = torch.nn.Linear(768, 50257, bias=False).to(DEV, BF16).eval()
-    x = randn(4, 512, 768, dtype=BF16)
+    x = randn(8, 512, 768, dtype=BF16)
     with torch.no_grad():
         expected = head(x)
         compiled = torch.compile(head, backend="coil")
@@ -300,4 +314,4 @@ def test_lm_head_logits_come_out_of_row_blocks():
         before = torch.cuda.memory_allocated()
         compiled(x)
         peak = torch.cuda.max_memory_allocated() - before
-    assert peak < 1.3 * expected.numel() * expected.element_size(), peak
+    assert peak < 1.25 * expected.numel() * expected.element_size(), peak

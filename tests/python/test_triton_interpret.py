@@ -419,3 +419,20 @@ def test_padded_matmul():
     with coil.config.patch(gemm_padding="on"), torch.no_grad():
         check_triton(lambda x: torch.log_softmax(head(torch.tanh(x)).float(), -1) * 2,
                      torch.randn(3, 5, 12), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float32])
+def test_row_copy_of_a_padded_product(dtype):
+    """coil.mm_row_blocked's GPU copy (runtime.copy_rows' Triton kernel): rows of a product at a
+    padded leading dimension into a contiguous output, the row length not a multiple of the
+    kernel's block nor of the alignment."""
+    from coil import runtime
+
+    rows, n = 5, 2051
+    ld = (n + 7) // 8 * 8
+    src = torch.randn(rows, ld).to(dtype)[:, :n]
+    dst = torch.full((rows, n), -1.0, dtype=dtype)
+    kernel = runtime._row_copy_kernel()
+    align = 16 // src.element_size()
+    kernel[(rows, (n + 2047) // 2048)](src, dst, N=n, LD=ld, ALIGN=align, BLOCK=2048)
+    assert torch.equal(dst, src)

@@ -122,7 +122,7 @@ TensorBox zero_extend(const TensorBox& x, const std::vector<Expr>& sizes) {
 
 // A padded product that is a graph output is computed in blocks of rows: each block's padded
 // product (about this many bytes, at least kMinBlockRows rows) is copied into the output.
-constexpr int64_t kRowBlockBytes = int64_t{32} << 20;
+constexpr int64_t kRowBlockBytes = int64_t{64} << 20;
 constexpr int64_t kMinBlockRows = 256;
 
 // Whether node `id`'s value is only a graph output, directly or through views.
@@ -194,16 +194,12 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
   std::vector<Expr> sa = a.sizes, sb = b.sizes;
   sa[r - 1] = Kp;
   sb[r - 2] = Kp;
-  sb[r - 1] = Np;
-  std::map<size_t, TensorBox> args = {{ia, gemm_operand(L, n.args.at(ia), sa)},
-                                      {ib, gemm_operand(L, n.args.at(ib), sb)}};
-  if (bias && bias->rank() == 1 && bias->sizes[0] != Expr(1)) {
-    args[0] = L.realize(zero_extend(*bias, {Np}));
-  }
   // A product that is a graph output (through views) must come out with eager's strides: the
   // padded result and the output would both be live while one is copied into the other (GPT-2's
   // logits: 785 MB at the peak where Inductor, returning the padded view, holds 472). It is
-  // computed in row blocks instead, each copied into the output.
+  // computed in row blocks instead, each written with the padded leading dimension into one
+  // scratch block and copied into the output. The library writes N columns at a padded stride,
+  // so b keeps its N columns: no per-call padded copy of a weight (77 MB for GPT-2's).
   int64_t item = graph::dtype_itemsize(m.dtype);
   int64_t rows = std::max<int64_t>(
       kMinBlockRows, kRowBlockBytes / std::max<int64_t>(*Np.as_int() * item, 1) / 64 * 64);
@@ -211,16 +207,23 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
     graph::Node blocked = n;
     blocked.target = "coil.mm_row_blocked.default";
     blocked.args = {n.args.at(ia), n.args.at(ib), with_input ? n.args.at(0) : graph::Arg::none(),
-                    graph::Arg::integer(*N.as_int()), graph::Arg::integer(rows)};
+                    graph::Arg::integer(*Np.as_int()), graph::Arg::integer(rows)};
     blocked.kwargs.clear();
-    std::map<size_t, TensorBox> blocked_args = {{0, args.at(ia)}, {1, args.at(ib)}};
-    if (args.count(0) && with_input) blocked_args[2] = args.at(0);
+    std::map<size_t, TensorBox> blocked_args = {{0, gemm_operand(L, n.args.at(ia), sa)},
+                                                {1, gemm_operand(L, n.args.at(ib), sb)}};
     std::vector<TensorBox> out =
         L.add_extern(blocked, /*is_fallback=*/false, nullptr, &blocked_args);
-    L.note_extern_decision("padded K " + K.str() + "->" + Kp.str() + ", N " + N.str() + "->" +
-                           Np.str() + " for cuBLAS's aligned kernels, in blocks of " +
-                           std::to_string(rows) + " rows copied into the output (a graph output)");
+    L.note_extern_decision((K == Kp ? "" : "padded K " + K.str() + "->" + Kp.str() + ", ") + "N " +
+                           N.str() + " written at leading dimension " + Np.str() +
+                           " for cuBLAS's aligned kernels, in blocks of " + std::to_string(rows) +
+                           " rows copied into the output (a graph output)");
     return out;
+  }
+  sb[r - 1] = Np;
+  std::map<size_t, TensorBox> args = {{ia, gemm_operand(L, n.args.at(ia), sa)},
+                                      {ib, gemm_operand(L, n.args.at(ib), sb)}};
+  if (bias && bias->rank() == 1 && bias->sizes[0] != Expr(1)) {
+    args[0] = L.realize(zero_extend(*bias, {Np}));
   }
   graph::Node wide = n;  // the larger product: [.., M, Np], contiguous
   wide.meta[0].sizes.back() = Np;
