@@ -68,6 +68,12 @@ NB_MODULE(_C, m) {
       "keeps_op_whole", &coil::lower::keeps_op_whole, nb::arg("name"), nb::arg("random"),
       nb::arg("fallback_random"),
       "Whether AOTAutograd should hand the op to coil undecomposed (coil::lower::keeps_op_whole).");
+  m.def("extra_decompositions", &coil::lower::extra_decompositions,
+        "Ops outside core ATen's decompositions that AOTAutograd decomposes for coil "
+        "(coil::lower::extra_decompositions).");
+  m.def("decomposes_here", &coil::lower::decomposes_here, nb::arg("name"), nb::arg("device"),
+        nb::arg("low_precision"),
+        "Whether an extra decomposition applies to this input (coil::lower::decomposes_here).");
   m.def("recomputes_in_kernels", &coil::lower::recomputes_in_kernels, nb::arg("target"),
         "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;

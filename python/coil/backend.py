@@ -115,15 +115,29 @@ def _dynamo_context(gm: torch.fx.GraphModule, record: CompiledGraph) -> None:
 
 @functools.cache
 def _decompositions(fallback_random: bool = False) -> dict:
-    """Core ATen decompositions minus the ops coil takes whole (coil::lower::keeps_op_whole: the
-    ops it lowers, attention, and under fallback_random every random op)."""
+    """Core ATen decompositions, and torch's own for the ops coil asks for besides
+    (coil::lower::extra_decompositions: training-mode batch norm), minus the ops coil takes whole
+    (coil::lower::keeps_op_whole: the ops it lowers, attention, and under fallback_random every
+    random op)."""
     from torch._decomp import core_aten_decompositions
 
+    from torch._decomp import decomposition_table
+
+    def name(op) -> str:  # "aten._native_batch_norm_legit.no_stats", as coil names targets
+        return op.name().replace("::", ".")
+
+    from coil import decompositions, runtime  # noqa: F401  (runtime defines coil's ops)
+
+    extra = set(_C.extra_decompositions())
+    candidates = dict(core_aten_decompositions())
+    for op, fn in list(decomposition_table.items()) + list(decompositions.OWN.items()):
+        base = ".".join(name(op).split(".")[:2])
+        if base in extra:  # coil's own (OWN, listed last) over torch's
+            candidates[op] = decompositions.where_it_applies(base, fn)
     table = {}
-    for op, fn in core_aten_decompositions().items():
-        name = op.name().replace("::", ".")
+    for op, fn in candidates.items():
         random = torch.Tag.nondeterministic_seeded in getattr(op, "tags", ())
-        if _C.keeps_op_whole(name, random, fallback_random):
+        if _C.keeps_op_whole(name(op), random, fallback_random):
             continue
         table[op] = fn
     return table

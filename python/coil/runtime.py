@@ -65,40 +65,53 @@ class IndexOutOfBoundsError(IndexError, RuntimeError):
     embedding, ...). Both an IndexError and a RuntimeError, as eager raises either, by op."""
 
 
-def _mm_row_blocked(a, b, bias, ld: int, rows: int):
-    """a @ b (+ bias) for an `a` of M rows and a `b` of N columns whose product cuBLAS writes well
-    only at a padded leading dimension `ld` (GPT-2's 50257 logits), returned with eager's [M, N]
-    contiguous layout: computed `rows` rows at a time into one scratch block of `ld` columns and
-    copied out, so only one block lives beside the output (lower/extern.cpp, decisions.md "GEMM
-    padding"). A bias of M rows is sliced with a."""
+def _mm_row_blocked(a, b, bias, split: int, rows: int):
+    """a @ b (+ bias) for an `a` of M rows and a `b` of N columns where cuBLAS runs its aligned
+    kernels only for a multiple of 16 bytes of columns (GPT-2's 50257 logits: align1, 8x slower),
+    returned with eager's [M, N] contiguous layout (lower/extern.cpp, decisions.md "GEMM
+    padding"). `rows` rows at a time: the first `split` columns (a multiple of the alignment) by
+    one aligned product into a scratch block, the other N - split (fewer than one aligned vector)
+    by a second, small product; both are copied into the output. Only one block lives beside the
+    output, and no padded copy of b is made. A bias of M rows is sliced with a."""
     m, n = a.shape[0], b.shape[1]
     out = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    scratch = torch.empty((min(rows, m), ld), dtype=a.dtype, device=a.device)
+    scratch = torch.empty((min(rows, m), split), dtype=a.dtype, device=a.device)
     per_row = bias is not None and bias.dim() == 2 and bias.shape[0] == m and m > 1
+    per_column = bias is not None and bias.dim() >= 1 and bias.shape[-1] == n and n > 1
+
+    def product(block, r, columns, into=None):
+        cols = b[:, columns]
+        if bias is None:
+            return torch.mm(block, cols, out=into)
+        c = bias[r:r + rows] if per_row else bias
+        c = c[..., columns] if per_column else c
+        return torch.addmm(c, block, cols, out=into)
+
     for r in range(0, m, rows):
         block = a[r:r + rows]
-        product = scratch[:block.shape[0], :n]
-        if bias is None:
-            torch.mm(block, b, out=product)
-        else:
-            torch.addmm(bias[r:r + rows] if per_row else bias, block, b, out=product)
-        copy_rows(out[r:r + rows], product)
+        main = product(block, r, slice(0, split), scratch[:block.shape[0]])
+        rest = product(block, r, slice(split, n)) if split < n else None
+        copy_rows(out[r:r + rows], main, rest)
     return out
 
 
-def copy_rows(dst, src):
-    """dst.copy_(src) for a contiguous [R, N] dst and a src of rows at an aligned padded stride.
-    On a GPU a row copy that reads whole aligned vectors (ATen's copy of a strided source runs at
-    about half the bandwidth: scripts/gpu_lm_head.py)."""
+def copy_rows(dst, main, rest):
+    """dst = cat([main, rest], 1) for a contiguous [R, N] dst, a contiguous `main` of an aligned
+    number of columns and the contiguous other columns `rest` (or None). On a GPU one Triton
+    kernel that reads whole aligned vectors: ATen's copy into the odd-strided rows of dst runs at
+    about half the bandwidth (scripts/gpu_lm_head.py, H200 2026-12-02)."""
+    split = main.shape[1]
     if dst.device.type != "cuda" or dst.numel() == 0:
-        dst.copy_(src)
+        dst[:, :split].copy_(main)
+        if rest is not None:
+            dst[:, split:].copy_(rest)
         return
-    kernel = _row_copy_kernel()
-    rows, n = src.shape
+    rows, n = dst.shape
     block = 2048
-    align = max(1, 16 // src.element_size())
-    kernel[(rows, (n + block - 1) // block)](
-        src, dst, N=n, LD=src.stride(0), ALIGN=align, BLOCK=block, num_warps=8)
+    align = max(1, 16 // dst.element_size())
+    _row_copy_kernel()[(rows, (n + block - 1) // block)](
+        main, main if rest is None else rest, dst, N=n, SPLIT=split, ALIGN=align, BLOCK=block,
+        num_warps=8)
 
 
 @functools.cache
@@ -107,21 +120,60 @@ def _row_copy_kernel():
     import triton.language as tl
 
     @triton.jit
-    def coil_copy_rows(src, dst, N: tl.constexpr, LD: tl.constexpr, ALIGN: tl.constexpr,
-                       BLOCK: tl.constexpr):
+    def coil_copy_rows(main, rest, dst, N: tl.constexpr, SPLIT: tl.constexpr,
+                       ALIGN: tl.constexpr, BLOCK: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        # Loads masked at the padded width (a multiple of ALIGN: whole vectors), stores at N.
-        start = tl.multiple_of(row * LD, ALIGN)
-        value = tl.load(src + start + cols, mask=cols < LD, other=0)
+        start = tl.multiple_of(row * SPLIT, ALIGN)  # main's rows: whole aligned vectors
+        value = tl.load(main + start + cols, mask=cols < SPLIT, other=0)
+        if SPLIT < N:
+            tail = (cols >= SPLIT) & (cols < N)
+            extra = tl.load(rest + row * (N - SPLIT) + (cols - SPLIT), mask=tail, other=0)
+            value = tl.where(cols < SPLIT, value, extra)
         tl.store(dst + row * N + cols, value, mask=cols < N)
 
     return coil_copy_rows
 
 
 _library = torch.library.Library("coil", "DEF")
-_library.define("mm_row_blocked(Tensor a, Tensor b, Tensor? bias, int ld, int rows) -> Tensor")
+_library.define("mm_row_blocked(Tensor a, Tensor b, Tensor? bias, int split, int rows) -> Tensor")
 _library.impl("mm_row_blocked", _mm_row_blocked, "CompositeExplicitAutograd")
+
+
+def _max_pool2d_offsets(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """max_pool2d_with_indices whose second result is each window's winning slot (kh * KW + kw,
+    int8) rather than its flat input index: what a training graph saves for the backward, 1 byte
+    an element instead of 8 (decompositions.py turns the offsets back into indices). coil lowers
+    it into its pooling kernel; this ATen version is its fallback and meta function."""
+    values, indices = torch.ops.aten.max_pool2d_with_indices(
+        x, kernel_size, stride, padding, dilation, ceil_mode)
+    width = x.shape[-1]
+    oh = torch.arange(indices.shape[-2], device=x.device).view(-1, 1)
+    ow = torch.arange(indices.shape[-1], device=x.device).view(1, -1)
+    kh = (torch.div(indices, width, rounding_mode="floor") - (oh * stride[0] - padding[0])) // dilation[0]
+    kw = (indices % width - (ow * stride[1] - padding[1])) // dilation[1]
+    return values, (kh * kernel_size[1] + kw).to(torch.int8)
+
+
+_library.define("max_pool2d_offsets(Tensor self, int[2] kernel_size, int[2] stride, "
+                "int[2] padding, int[2] dilation, bool ceil_mode) -> (Tensor, Tensor)")
+_library.impl("max_pool2d_offsets", _max_pool2d_offsets, "CompositeExplicitAutograd")
+
+
+def _max_pool2d_grad(grad, indices, input_size, input_stride, kernel_size, stride, padding,
+                     dilation, ceil_mode):
+    """max_pool2d_with_indices_backward without its `self` argument, which it reads for the
+    sizes and memory format only (given here): as an argument it would keep the pool's input
+    alive for the backward. coil lowers it as a gather; this is its fallback and meta function."""
+    shape = torch.empty_strided(input_size, input_stride, dtype=grad.dtype, device=grad.device)
+    return torch.ops.aten.max_pool2d_with_indices_backward(
+        grad, shape, kernel_size, stride, padding, dilation, ceil_mode, indices)
+
+
+_library.define("max_pool2d_grad(Tensor grad_output, Tensor indices, SymInt[] input_size, "
+                "SymInt[] input_stride, int[2] kernel_size, int[2] stride, int[2] padding, "
+                "int[2] dilation, bool ceil_mode) -> Tensor")
+_library.impl("max_pool2d_grad", _max_pool2d_grad, "CompositeExplicitAutograd")
 
 
 def check_indices(error: torch.Tensor) -> None:

@@ -110,3 +110,62 @@ def test_cpp_decides_what_recomputes_in_kernels():
     assert _C.recomputes_in_kernels("aten.native_layer_norm.default")
     assert not _C.recomputes_in_kernels("aten.mm.default")  # a library call
     assert not _C.recomputes_in_kernels("aten.gcd.default")  # an ATen fallback
+
+
+def _convnet():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1),
+        nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
+    ).train()
+
+
+def _saved_activations(step, batch):
+    """(dtype, shape) of every distinct storage the step saves whose first dim is the batch."""
+    found = {}
+
+    def pack(t):
+        if t.dim() >= 2 and t.shape[0] == batch:
+            found[t.untyped_storage().data_ptr()] = (t.dtype, tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    return sorted(found.values(), key=str)
+
+
+def test_conv_net_saves_what_inductor_saves_and_matches_eager():
+    """A ResNet-style training step: batch norm is decomposed for training graphs
+    (coil::lower::extra_decompositions), so the backward recomputes the normalization and the
+    ReLU from the saved convolution output instead of saving both; the max pool saves int8 window
+    slots instead of int64 indices (coil.max_pool2d_offsets). The activations saved are
+    Inductor's, and the gradients eager's."""
+    batch = 3  # no weight's first dim
+    ref = _convnet()
+    x = torch.randn(batch, 3, 16, 16)
+
+    def step(call, model):
+        model.zero_grad(set_to_none=True)
+        loss = call(x).square().mean()
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    eager = copy.deepcopy(ref)
+    expected = step(eager, eager)
+    saved = {}
+    for name, kw in [("inductor", {}), ("coil", {"backend": "coil"})]:
+        reset_compiler()
+        model = copy.deepcopy(ref)
+        fn = torch.compile(model, dynamic=False, **kw)
+        got = step(fn, model)
+        saved[name] = _saved_activations(lambda: step(fn, model), batch)
+        if name == "coil":
+            assert not any(r.eager_fallback for r in coil_records())
+            torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert (torch.int8, (batch, 8, 8, 8)) in saved["coil"], saved["coil"]
+    assert not [s for s in saved["coil"] if s[0] == torch.int64], saved["coil"]
+    nbytes = lambda s: sum(dt.itemsize * torch.Size(shape).numel() for dt, shape in s)  # noqa: E731
+    assert nbytes(saved["coil"]) <= nbytes(saved["inductor"]), saved

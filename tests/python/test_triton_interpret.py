@@ -422,17 +422,21 @@ def test_padded_matmul():
 
 
 @pytest.mark.parametrize("dtype", [BF16, torch.float32])
-def test_row_copy_of_a_padded_product(dtype):
-    """coil.mm_row_blocked's GPU copy (runtime.copy_rows' Triton kernel): rows of a product at a
-    padded leading dimension into a contiguous output, the row length not a multiple of the
-    kernel's block nor of the alignment."""
+@pytest.mark.parametrize("rest", [3, 0])
+def test_row_copy_of_a_split_product(dtype, rest):
+    """coil.mm_row_blocked's GPU copy (runtime.copy_rows' Triton kernel): the aligned columns of
+    a product and its few other columns, into a contiguous output whose rows are not aligned, the
+    row length not a multiple of the kernel's block."""
     from coil import runtime
 
-    rows, n = 5, 2051
-    ld = (n + 7) // 8 * 8
-    src = torch.randn(rows, ld).to(dtype)[:, :n]
-    dst = torch.full((rows, n), -1.0, dtype=dtype)
+    rows, split = 5, 2056
+    main = torch.randn(rows, split).to(dtype)
+    extra = torch.randn(rows, rest).to(dtype) if rest else None
+    dst = torch.full((rows, split + rest), -1.0, dtype=dtype)
     kernel = runtime._row_copy_kernel()
-    align = 16 // src.element_size()
-    kernel[(rows, (n + 2047) // 2048)](src, dst, N=n, LD=ld, ALIGN=align, BLOCK=2048)
-    assert torch.equal(dst, src)
+    align = 16 // main.element_size()
+    kernel[(rows, (split + rest + 2047) // 2048)](
+        main, main if extra is None else extra, dst, N=split + rest, SPLIT=split, ALIGN=align,
+        BLOCK=2048)
+    expected = main if extra is None else torch.cat([main, extra], 1)
+    assert torch.equal(dst, expected)

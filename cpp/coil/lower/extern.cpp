@@ -197,26 +197,30 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
   // A product that is a graph output (through views) must come out with eager's strides: the
   // padded result and the output would both be live while one is copied into the other (GPT-2's
   // logits: 785 MB at the peak where Inductor, returning the padded view, holds 472). It is
-  // computed in row blocks instead, each written with the padded leading dimension into one
-  // scratch block and copied into the output. The library writes N columns at a padded stride,
-  // so b keeps its N columns: no per-call padded copy of a weight (77 MB for GPT-2's).
+  // computed in row blocks instead (coil::mm_row_blocked), each copied into the output: the
+  // first N rounded down to the alignment columns by one aligned product into a scratch block,
+  // the few others by a second small one, so b is read in place (a weight is not copied: 77 MB
+  // for GPT-2's). cuBLAS's aligned kernels need the product's N aligned, not only its leading
+  // dimension: written through a padded stride it ran align1 (3.9 ms, H200 2026-12-02).
   int64_t item = graph::dtype_itemsize(m.dtype);
   int64_t rows = std::max<int64_t>(
       kMinBlockRows, kRowBlockBytes / std::max<int64_t>(*Np.as_int() * item, 1) / 64 * 64);
-  if (r == 2 && rows < *M.as_int() && reaches_only_outputs(L.graph(), n.id)) {
+  int64_t split = *N.as_int() / align * align;
+  if (r == 2 && split > 0 && rows < *M.as_int() && reaches_only_outputs(L.graph(), n.id)) {
     graph::Node blocked = n;
     blocked.target = "coil.mm_row_blocked.default";
     blocked.args = {n.args.at(ia), n.args.at(ib), with_input ? n.args.at(0) : graph::Arg::none(),
-                    graph::Arg::integer(*Np.as_int()), graph::Arg::integer(rows)};
+                    graph::Arg::integer(split), graph::Arg::integer(rows)};
     blocked.kwargs.clear();
     std::map<size_t, TensorBox> blocked_args = {{0, gemm_operand(L, n.args.at(ia), sa)},
                                                 {1, gemm_operand(L, n.args.at(ib), sb)}};
     std::vector<TensorBox> out =
         L.add_extern(blocked, /*is_fallback=*/false, nullptr, &blocked_args);
     L.note_extern_decision((K == Kp ? "" : "padded K " + K.str() + "->" + Kp.str() + ", ") + "N " +
-                           N.str() + " written at leading dimension " + Np.str() +
-                           " for cuBLAS's aligned kernels, in blocks of " + std::to_string(rows) +
-                           " rows copied into the output (a graph output)");
+                           N.str() + " as " + std::to_string(split) + " + " +
+                           std::to_string(*N.as_int() - split) +
+                           " columns for cuBLAS's aligned kernels, in blocks of " +
+                           std::to_string(rows) + " rows copied into the output (a graph output)");
     return out;
   }
   sb[r - 1] = Np;

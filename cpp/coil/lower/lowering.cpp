@@ -743,6 +743,9 @@ bool keeps_op_whole(const std::string& name, bool random, bool fallback_random) 
   // fusible, so a value the backward reads through detach (tanh's output, in tanh's backward) is
   // never recomputed; its decomposition, alias, is a view the partitioner sees through.
   if (name == "aten.detach") return false;
+  std::string base = name.substr(0, name.find('.', name.find('.') + 1));  // without overload
+  for (const std::string& op : extra_decompositions())
+    if (base == op) return false;
   if (lowered.count(name)) return true;
   // Attention stays one ATen op (a fallback, as Inductor keeps it): torch's decomposition of the
   // CPU flash-attention forward, paired with that op's own backward formula, gives wrong
@@ -752,6 +755,17 @@ bool keeps_op_whole(const std::string& name, bool random, bool fallback_random) 
   // A decomposition redraws through other random ops (dropout through rand_like, an RNN's
   // dropout between layers), which consume the generator differently from the op's own kernel.
   return random && fallback_random;
+}
+
+std::vector<std::string> extra_decompositions() {
+  return {"aten._native_batch_norm_legit_functional", "aten._batch_norm_with_update_functional",
+          "aten._native_batch_norm_legit", "aten.max_pool2d_with_indices",
+          "aten.max_pool2d_with_indices_backward"};
+}
+
+bool decomposes_here(const std::string& name, const std::string& device, bool low_precision) {
+  bool batch_norm = name.find("batch_norm") != std::string::npos;
+  return !(batch_norm && device == "cpu" && low_precision);
 }
 
 bool recomputes_in_kernels(const std::string& target) {

@@ -140,6 +140,22 @@ std::vector<std::string> lowered_ops();
 // and fallback_random asks for eager's random streams, which only the ATen op itself draws.
 // detach is the exception: lowered, yet decomposed (to alias) for the partitioner's sake.
 bool keeps_op_whole(const std::string& name, bool random, bool fallback_random);
+// Ops outside core ATen's decomposition table that AOTAutograd should decompose for coil (with
+// torch's own decompositions), by name without overload. Training-mode batch norm: whole, its
+// normalized output is one of the op's results, which the min-cut partitioner can only save (it
+// recomputes pointwise ops, not a multi-output op); decomposed into statistics and pointwise
+// ops, the backward recomputes the normalization (and the activation after it) from the
+// convolution's output it saves anyway, as under Inductor. resnet18_train saved 384.6 MB
+// against Inductor's 341.7 (H200, 2026-12-02). max_pool2d_with_indices: into
+// coil.max_pool2d_offsets (values, int8 window slots) and pointwise ops computing the indices from
+// the slots (python/coil/decompositions.py), so the partitioner saves 1 byte an element, not 8;
+// its backward into coil.max_pool2d_grad, which takes the input's sizes instead of the input.
+std::vector<std::string> extra_decompositions();
+// Whether a graph decomposes op `name` (one of extra_decompositions, without overload) for an
+// input on `device` ("cpu", "cuda"), `low_precision` when it is bf16/f16: batch norm stays whole
+// for 16-bit inputs on the CPU, where coil runs eager's kernel to match its numerics
+// (lower_batch_norm_training).
+bool decomposes_here(const std::string& name, const std::string& device, bool low_precision);
 // Whether a node of `target` ("aten.mul.Tensor") is computed inside coil's own kernels (it has a
 // lowering that is not a library call), so recomputing it in a backward graph costs no memory
 // traffic of its own once fused: what the training-graph partitioner is told

@@ -325,9 +325,16 @@ TensorBox stored_if_reread(Lowering& L, const TensorBox& x, const std::vector<in
   return reads > elements ? L.realize(x) : x;
 }
 
+std::vector<Expr> slots_as_exprs(const std::vector<int64_t>& slots) {
+  return std::vector<Expr>(slots.begin(), slots.end());
+}
+
 // Max pooling: (values, indices) with the node's first two output metas; {} (fallback) when the
-// window is too large to unroll.
-std::vector<TensorBox> max_pool(Lowering& L, const Node& n, size_t k, const RunFn& window) {
+// window is too large to unroll. With `offsets` the second result is the winning slot's position
+// in the window (kh * KW + kw: a number per slot, int8 for coil.max_pool2d_offsets) instead of
+// its position in the input plane.
+std::vector<TensorBox> max_pool(Lowering& L, const Node& n, size_t k, const RunFn& window,
+                                bool offsets = false) {
   const graph::TensorMeta& m = L.meta(n, 0);
   std::vector<Expr> idx = ir::index_vars(m.rank());
   std::vector<Run> w = runs_of(idx, k, window);
@@ -339,19 +346,23 @@ std::vector<TensorBox> max_pool(Lowering& L, const Node& n, size_t k, const RunF
   DType acc = opmath(x.dtype);
 
   // Eager's starting index: the first existing slot along each dim.
-  std::vector<Expr> first;
+  std::vector<Expr> first, first_slot;
   for (const Run& r : w) {
-    Expr skip = sym::ceildiv(sym::max(r.lo - r.first, 0), r.step);
+    Expr skip = sym::simplify(sym::ceildiv(sym::max(r.lo - r.first, 0), r.step), env);
     first.push_back(sym::simplify(r.first + skip * r.step, env));
+    first_slot.push_back(skip);
   }
+  auto where_in = [&](const std::vector<Expr>& pos, const std::vector<Expr>& slot) {
+    return index_value(offsets ? plane_index(slot, slots_as_exprs(slots)) : plane_index(pos, in));
+  };
   Value best;
-  Value best_index = index_value(plane_index(first, in));
+  Value best_index = where_in(first, first_slot);
   for (const std::vector<Expr>& j : all_points(slots)) {
     Point s = point_at(w, j, env);
     Value v = where_exists(s, ir::cast(x.load(with_pooled(idx, s.pos)), acc), lowest(acc));
     Value taken = ir::binary(Op::Gt, v, best ? best : lowest(acc));
     if (graph::is_floating(acc)) taken = ir::binary(Op::LogicalOr, taken, ir::unary(Op::IsNan, v));
-    best_index = ir::where(taken, index_value(plane_index(s.pos, in)), best_index);
+    best_index = ir::where(taken, where_in(s.pos, j), best_index);
     best = best ? ir::binary(Op::Maximum, best, v) : v;
   }
   const graph::TensorMeta& mi = L.meta(n, 1);
@@ -420,12 +431,13 @@ std::optional<AvgDivisor> avg_divisor(const Lowering& L, const Node& n, size_t a
   return div;
 }
 
-std::vector<TensorBox> lower_max_pool(Lowering& L, const Node& n, size_t k) {
+std::vector<TensorBox> lower_max_pool(Lowering& L, const Node& n, size_t k, bool offsets = false) {
   const TensorBox& x = L.box_of(n, 0);
   if (x.dtype == DType::Bool) return {};
   auto dims = fixed_dims(L, n, 1, 4, k, x.sizes, L.meta(n, 0).sizes);
   if (!dims) return {};
-  return max_pool(L, n, k, [&](size_t d, const Expr& p) { return fixed_window((*dims)[d], p); });
+  return max_pool(
+      L, n, k, [&](size_t d, const Expr& p) { return fixed_window((*dims)[d], p); }, offsets);
 }
 
 std::vector<TensorBox> lower_adaptive_max_pool(Lowering& L, const Node& n, size_t k) {
@@ -506,10 +518,11 @@ std::set<std::string> origins_of(std::initializer_list<const TensorBox*> boxes) 
 
 // Max pooling backward (grad_output, self, ..., indices): a window's gradient goes to the element
 // its saved index names.
+// The input's sizes are the result's (grad_input), so `self` itself is never read.
 std::vector<TensorBox> max_pool_backward(const Lowering& L, const Node& n, size_t k,
                                          const TensorBox& indices, const RunFn& cover) {
   const TensorBox& grad = L.box_of(n, 0);
-  const TensorBox& x = L.box_of(n, 1);
+  const graph::TensorMeta& x = L.meta(n);
   std::vector<Expr> idx = ir::index_vars(x.rank());
   std::vector<Expr> h(idx.end() - static_cast<std::ptrdiff_t>(k), idx.end());
   std::vector<Expr> in(x.sizes.end() - static_cast<std::ptrdiff_t>(k), x.sizes.end());
@@ -522,12 +535,19 @@ std::vector<TensorBox> max_pool_backward(const Lowering& L, const Node& n, size_
   return gather_grad(L, n, k, cover, term, origins_of({&grad, &indices}));
 }
 
-std::vector<TensorBox> lower_max_pool_backward(Lowering& L, const Node& n, size_t k) {
+// aten.max_pool2d_with_indices_backward(grad, self, kernel, stride, padding, dilation, ceil_mode,
+// indices), or (`without_self`) coil.max_pool2d_grad(grad, indices, input_size, input_stride,
+// kernel, stride, padding, dilation, ceil_mode), the form training graphs get
+// (python/coil/decompositions.py): self is read for its sizes only, and as an argument it would
+// make the partitioner keep the pool's input for the backward.
+std::vector<TensorBox> lower_max_pool_backward(Lowering& L, const Node& n, size_t k,
+                                               bool without_self = false) {
   const TensorBox& grad = L.box_of(n, 0);
-  const TensorBox& x = L.box_of(n, 1);
-  const Arg* indices = L.arg(n, 7, "indices");
+  const std::vector<Expr>& in_sizes = L.meta(n).sizes;
+  const Arg* indices = without_self ? &n.args.at(1) : L.arg(n, 7, "indices");
   if (!indices || !L.is_tensor(*indices)) return {};
-  auto dims = fixed_dims(L, n, 2, 5, k, x.sizes, grad.sizes);
+  auto dims = without_self ? fixed_dims(L, n, 4, 7, k, in_sizes, grad.sizes)
+                           : fixed_dims(L, n, 2, 5, k, in_sizes, grad.sizes);
   if (!dims) return {};
   return max_pool_backward(L, n, k, L.box(*indices), [&](size_t d, const Expr& h) {
     return fixed_cover((*dims)[d], h, /*exact=*/false);
@@ -584,6 +604,16 @@ void register_pooling(Registry& r) {
     r["aten.max_pool" + nd + "_with_indices.default"] = [k](Lowering& L, const Node& n) {
       return lower_max_pool(L, n, k);
     };
+    // Training graphs' max pools (python/coil/decompositions.py): values and int8 window offsets,
+    // which the backward turns back into indices (the partitioner saves 1 byte per element).
+    if (k == 2) {
+      r["coil.max_pool2d_offsets.default"] = [](Lowering& L, const Node& n) {
+        return lower_max_pool(L, n, 2, /*offsets=*/true);
+      };
+      r["coil.max_pool2d_grad.default"] = [](Lowering& L, const Node& n) {
+        return lower_max_pool_backward(L, n, 2, /*without_self=*/true);
+      };
+    }
     r["aten.max_pool" + nd + "_with_indices_backward.default"] = [k](Lowering& L, const Node& n) {
       return lower_max_pool_backward(L, n, k);
     };

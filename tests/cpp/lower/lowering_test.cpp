@@ -232,10 +232,10 @@ TEST(Lowering, APaddedProductReturnedIsComputedInRowBlocks) {
   const ir::ExternCall& call = p.externs[0];
   EXPECT_EQ(call.op, "coil.mm_row_blocked.default");
   // float32: 4 bytes x 50260 columns per row, 64 MB blocks: 320 rows (a multiple of 64). The
-  // library writes the N columns at the padded stride: the weight is passed as it is.
+  // first 50256 columns and the last one are two products of the weight as it is.
   EXPECT_EQ(call.decision,
-            "N 50257 written at leading dimension 50260 for cuBLAS's aligned kernels, in blocks of "
-            "320 rows copied into the output (a graph output)");
+            "N 50257 as 50256 + 1 columns for cuBLAS's aligned kernels, in blocks of 320 rows "
+            "copied into the output (a graph output)");
   EXPECT_EQ(call.tensors.at(1).sizes, (std::vector<Expr>{768, 50257}));
   EXPECT_EQ(call.tensors.at(1).strides, (std::vector<Expr>{1, 768}));
   EXPECT_EQ(p.buffer(call.outputs[0]).layout.sizes, (std::vector<Expr>{4096, 50257}));

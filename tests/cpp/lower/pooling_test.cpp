@@ -86,6 +86,30 @@ TEST(Pooling, MaxPoolWithoutPaddingScansTheWindowInOrder) {
       "outputs: buf0[1, 1, 2, 2] buf1[1, 1, 2, 2]\n");
 }
 
+TEST(Pooling, MaxPoolOffsetsAreTheWinningSlotInTheWindow) {
+  // coil.max_pool2d_offsets: the same scan, but the second result is the slot (kh * KW + kw) as
+  // int8, the same number for every window: what training graphs save instead of indices. With
+  // padding, a window whose first slots are missing starts at its first existing slot.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({1, 1, 5, 5}));
+  std::vector<Arg> r =
+      b.call_tuple("max_pool2d_offsets", "coil.max_pool2d_offsets.default",
+                   {x, ints({3, 3}), ints({2, 2}), ints({1, 1}), ints({1, 1}), barg(false)},
+                   {contiguous({1, 1, 3, 3}), contiguous({1, 1, 3, 3}, DType::Int8)});
+  ir::Program p = lower_graph(b.finish(r));
+  EXPECT_TRUE(p.fallback_ops.empty());
+  const ir::Buffer* slots = nullptr;
+  for (const ir::Buffer& buf : p.buffers)
+    if (buf.layout.dtype == DType::Int8) slots = &buf;
+  ASSERT_NE(slots, nullptr) << p.to_text();
+  std::string text = p.to_text();
+  // Slot 8 (the last) is a constant; the first existing slot depends on the window's position.
+  EXPECT_NE(text.find("constant(8) : i64"), std::string::npos) << text;
+  EXPECT_NE(text.find("index(3*Max(0, -2*v2 + 1) + Max(0, -2*v3 + 1)) : i64"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("index(10*v2"), std::string::npos) << text;  // no input-plane positions
+}
+
 TEST(Pooling, MaxPoolPaddingMasksTheLoadsOfMissingSlots) {
   // 3x3 windows, stride 2, padding 1 over 5x5: the first row and column of windows reach into
   // the padding on one side, the last ones on the other. Only the centre slot always exists.
