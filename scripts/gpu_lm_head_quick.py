@@ -1,19 +1,9 @@
 """The LM head under coil alone on a GPU (a quick check of coil.mm_row_blocked): values against
 eager, time per call and peak, beside the aligned product alone (the floor)."""
-import statistics
 import torch
-import coil
 
-def timed(fn, reps=20):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-    torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated(); out = fn()
-    return statistics.median(ts), (torch.cuda.max_memory_allocated() - before) / 2**20
+import coil
+from gpu_lm_head import timed  # scripts/ is the script's directory: on sys.path
 
 torch.manual_seed(0)
 x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)

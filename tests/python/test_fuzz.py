@@ -17,21 +17,26 @@ def test_generator_is_deterministic():
     assert all((x == y).all() or (x.isnan() & y.isnan()).all() for x, y in zip(xa, xb))
 
 
-@pytest.mark.parametrize("block", range(4))
-def test_random_programs_match_eager(block, tmp_path):
+def _check_seeds(seeds, tmp_path, **options):
+    """check_seed for each seed (options: dynamic, vectorize, train); fails listing every failing
+    program with its seed and saved graph."""
     requires_coil()
     from coil.fuzz import check_seed
 
-    per_block = COUNT // 4
     failures = []
-    for seed in range(FIRST_SEED + block * per_block, FIRST_SEED + (block + 1) * per_block):
-        result = check_seed(seed, str(tmp_path))
+    for seed in seeds:
+        result = check_seed(seed, str(tmp_path), **options)
         if not result.ok:
             failures.append(f"seed {seed} (graph in {result.folder}):\n{result.message}")
-    print(
-        f"fuzz seeds {FIRST_SEED + block * per_block}..{FIRST_SEED + (block + 1) * per_block - 1}"
-    )
+    print(f"fuzz seeds {seeds[0]}..{seeds[-1]}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_random_programs_match_eager(block, tmp_path):
+    per_block = COUNT // 4
+    _check_seeds(range(FIRST_SEED + block * per_block, FIRST_SEED + (block + 1) * per_block),
+                 tmp_path)
 
 
 DYNAMIC_FIRST_SEED = 5000
@@ -42,15 +47,8 @@ def test_random_programs_match_eager_with_dynamic_sizes(tmp_path):
     # The same generator, compiled with symbolic sizes and run at the traced size and at a second
     # one (python -m coil.fuzz --dynamic). Found: var's correction read as 0 when Dynamo made it
     # a SymInt (seed 5125).
-    requires_coil()
-    from coil.fuzz import check_seed
-
-    failures = []
-    for seed in range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT):
-        result = check_seed(seed, str(tmp_path), dynamic=True)
-        if not result.ok:
-            failures.append(f"seed {seed} (graph in {result.folder}):\n{result.message}")
-    assert not failures, "\n\n".join(failures)
+    _check_seeds(range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT), tmp_path,
+                 dynamic=True)
 
 
 VECTOR_FIRST_SEED = 7000
@@ -62,15 +60,8 @@ def test_random_programs_match_eager_in_vector_loops(tmp_path):
     # (cpp_vectorize="on", which also vectorizes the short loops of the fuzzer's small tensors):
     # at::vec's math, masked tails, broadcasts, transposed tiles and 16-bit conversions against
     # eager (python -m coil.fuzz --vectorize on).
-    requires_coil()
-    from coil.fuzz import check_seed
-
-    failures = []
-    for seed in range(VECTOR_FIRST_SEED, VECTOR_FIRST_SEED + VECTOR_COUNT):
-        result = check_seed(seed, str(tmp_path), vectorize="on")
-        if not result.ok:
-            failures.append(f"seed {seed} (graph in {result.folder}):\n{result.message}")
-    assert not failures, "\n\n".join(failures)
+    _check_seeds(range(VECTOR_FIRST_SEED, VECTOR_FIRST_SEED + VECTOR_COUNT), tmp_path,
+                 vectorize="on")
 
 
 # Regressions found by the fuzzer. Each compiles a small program and requires that coil built it
@@ -108,3 +99,14 @@ def test_size0_views_and_softmax(name):
         "cat": lambda a: torch.cat([a.flatten(), a.flatten()]) + a.sum(),
     }
     _check_coil(fns[name], torch.randn(0, 3))
+
+
+TRAIN_FIRST_SEED = 9000
+TRAIN_COUNT = 30
+
+
+def test_random_training_steps_match_eager(tmp_path):
+    # Each program also as a training step (python -m coil.fuzz --train): coil compiles forward
+    # and backward, the partitioner picks what the backward recomputes (batch norm decomposed,
+    # max pools saving int8 slots), and the inputs' gradients must be eager's.
+    _check_seeds(range(TRAIN_FIRST_SEED, TRAIN_FIRST_SEED + TRAIN_COUNT), tmp_path, train=True)
