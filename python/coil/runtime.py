@@ -150,7 +150,8 @@ def _max_pool2d_offsets(x, kernel_size, stride, padding, dilation, ceil_mode):
     width = x.shape[-1]
     oh = torch.arange(indices.shape[-2], device=x.device).view(-1, 1)
     ow = torch.arange(indices.shape[-1], device=x.device).view(1, -1)
-    kh = (torch.div(indices, width, rounding_mode="floor") - (oh * stride[0] - padding[0])) // dilation[0]
+    h = torch.div(indices, width, rounding_mode="floor")
+    kh = (h - (oh * stride[0] - padding[0])) // dilation[0]
     kw = (indices % width - (ow * stride[1] - padding[1])) // dilation[1]
     return values, (kh * kernel_size[1] + kw).to(torch.int8)
 

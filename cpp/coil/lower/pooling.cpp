@@ -325,10 +325,6 @@ TensorBox stored_if_reread(Lowering& L, const TensorBox& x, const std::vector<in
   return reads > elements ? L.realize(x) : x;
 }
 
-std::vector<Expr> slots_as_exprs(const std::vector<int64_t>& slots) {
-  return std::vector<Expr>(slots.begin(), slots.end());
-}
-
 // Max pooling: (values, indices) with the node's first two output metas; {} (fallback) when the
 // window is too large to unroll. With `offsets` the second result is the winning slot's position
 // in the window (kh * KW + kw: a number per slot, int8 for coil.max_pool2d_offsets) instead of
@@ -352,8 +348,9 @@ std::vector<TensorBox> max_pool(Lowering& L, const Node& n, size_t k, const RunF
     first.push_back(sym::simplify(r.first + skip * r.step, env));
     first_slot.push_back(skip);
   }
+  const std::vector<Expr> window_sizes(slots.begin(), slots.end());
   auto where_in = [&](const std::vector<Expr>& pos, const std::vector<Expr>& slot) {
-    return index_value(offsets ? plane_index(slot, slots_as_exprs(slots)) : plane_index(pos, in));
+    return index_value(offsets ? plane_index(slot, window_sizes) : plane_index(pos, in));
   };
   Value best;
   Value best_index = where_in(first, first_slot);
