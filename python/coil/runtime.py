@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import linecache
+import math
 import os
 import shutil
 import sys
@@ -65,79 +66,56 @@ class IndexOutOfBoundsError(IndexError, RuntimeError):
     embedding, ...). Both an IndexError and a RuntimeError, as eager raises either, by op."""
 
 
-def _mm_row_blocked(a, b, bias, split: int, rows: int):
-    """a @ b (+ bias) for an `a` of M rows and a `b` of N columns where cuBLAS runs its aligned
-    kernels only for a multiple of 16 bytes of columns (GPT-2's 50257 logits: align1, 8x slower),
-    returned with eager's [M, N] contiguous layout (lower/extern.cpp, decisions.md "GEMM
-    padding"). `rows` rows at a time: the first `split` columns (a multiple of the alignment) by
-    one aligned product into a scratch block, the other N - split (fewer than one aligned vector)
-    by a second, small product; both are copied into the output. Only one block lives beside the
-    output, and no padded copy of b is made. A bias of M rows is sliced with a."""
+def _mm_row_groups(a, b, bias, align: int):
+    """a @ b (+ bias) for an [M, K] `a` and a [K, N] `b` whose N is not a multiple of `align`
+    elements (16 bytes), written straight into eager's contiguous [M, N] output by products that
+    cuBLAS runs with its aligned kernels (lower/extern.cpp, decisions.md "GEMM padding"). Row r of
+    the output starts r * N elements in: g = align / gcd(N, align) rows apart, rows start equally
+    far from a 16-byte boundary, so the rows r = j, j + g, j + 2g, ... form a matrix whose leading
+    dimension g * N is aligned. Its columns from the first aligned address on, a multiple of
+    `align` of them, are one aligned product of a's rows j::g; the fewer than `align` columns at
+    either end of every row are two small products over all rows, made first. No scratch block,
+    no copy and no padded copy of b: the output is the only buffer the op makes (GPT-2's logits:
+    one 785 MB tensor). A bias of M rows is sliced with a's rows, one of N columns with b's."""
     m, n = a.shape[0], b.shape[1]
     out = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    scratch = torch.empty((min(rows, m), split), dtype=a.dtype, device=a.device)
+    if m == 0 or n <= align:
+        return _mm_plain(a, b, bias, out)
     per_row = bias is not None and bias.dim() == 2 and bias.shape[0] == m and m > 1
     per_column = bias is not None and bias.dim() >= 1 and bias.shape[-1] == n and n > 1
 
-    def product(block, r, columns, into=None):
-        cols = b[:, columns]
+    def product(rows, columns, into):
+        block, cols = a[rows], b[:, columns]
         if bias is None:
             return torch.mm(block, cols, out=into)
-        c = bias[r:r + rows] if per_row else bias
+        c = bias[rows] if per_row else bias
         c = c[..., columns] if per_column else c
         return torch.addmm(c, block, cols, out=into)
 
-    for r in range(0, m, rows):
-        block = a[r:r + rows]
-        main = product(block, r, slice(0, split), scratch[:block.shape[0]])
-        rest = product(block, r, slice(split, n)) if split < n else None
-        copy_rows(out[r:r + rows], main, rest)
+    edge = min(align, n)
+    product(slice(None), slice(0, edge), out[:, :edge])
+    product(slice(None), slice(n - edge, n), out[:, n - edge:])
+    groups = align // math.gcd(n, align)
+    for j in range(min(groups, m)):
+        skip = -(j * n) % align  # columns before row j's first aligned address
+        width = (n - skip) // align * align
+        if width == 0:
+            continue
+        rows = len(range(j, m, groups))
+        into = out.as_strided((rows, width), (groups * n, 1), j * n + skip)
+        product(slice(j, None, groups), slice(skip, skip + width), into)
     return out
 
 
-def copy_rows(dst, main, rest):
-    """dst = cat([main, rest], 1) for a contiguous [R, N] dst, a contiguous `main` of an aligned
-    number of columns and the contiguous other columns `rest` (or None). On a GPU one Triton
-    kernel that reads whole aligned vectors: ATen's copy into the odd-strided rows of dst runs at
-    about half the bandwidth (scripts/gpu_lm_head.py, H200 2026-12-02)."""
-    split = main.shape[1]
-    if dst.device.type != "cuda" or dst.numel() == 0:
-        dst[:, :split].copy_(main)
-        if rest is not None:
-            dst[:, split:].copy_(rest)
-        return
-    rows, n = dst.shape
-    block = 2048
-    align = max(1, 16 // dst.element_size())
-    _row_copy_kernel()[(rows, (n + block - 1) // block)](
-        main, main if rest is None else rest, dst, N=n, SPLIT=split, ALIGN=align, BLOCK=block,
-        num_warps=8)
-
-
-@functools.cache
-def _row_copy_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def coil_copy_rows(main, rest, dst, N: tl.constexpr, SPLIT: tl.constexpr,
-                       ALIGN: tl.constexpr, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        start = tl.multiple_of(row * SPLIT, ALIGN)  # main's rows: whole aligned vectors
-        value = tl.load(main + start + cols, mask=cols < SPLIT, other=0)
-        if SPLIT < N:
-            tail = (cols >= SPLIT) & (cols < N)
-            extra = tl.load(rest + row * (N - SPLIT) + (cols - SPLIT), mask=tail, other=0)
-            value = tl.where(cols < SPLIT, value, extra)
-        tl.store(dst + row * N + cols, value, mask=cols < N)
-
-    return coil_copy_rows
+def _mm_plain(a, b, bias, out):
+    if bias is None:
+        return torch.mm(a, b, out=out)
+    return torch.addmm(bias, a, b, out=out)
 
 
 _library = torch.library.Library("coil", "DEF")
-_library.define("mm_row_blocked(Tensor a, Tensor b, Tensor? bias, int split, int rows) -> Tensor")
-_library.impl("mm_row_blocked", _mm_row_blocked, "CompositeExplicitAutograd")
+_library.define("mm_row_groups(Tensor a, Tensor b, Tensor? bias, int align) -> Tensor")
+_library.impl("mm_row_groups", _mm_row_groups, "CompositeExplicitAutograd")
 
 
 def _max_pool2d_offsets(x, kernel_size, stride, padding, dilation, ceil_mode):

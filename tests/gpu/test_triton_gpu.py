@@ -292,10 +292,10 @@ except RuntimeError as e:
     assert "raised:" in run.stdout, run.stdout + run.stderr
 
 
-def test_lm_head_logits_come_out_of_row_blocks():
-    # GPT-2's vocabulary: the product (N 50257, written at leading dimension 50264) is a graph
-    # output, computed in row blocks copied into eager's contiguous logits; the peak holds one
-    # 64 MB block beside them (411 MB), and no padded copy of the weight (77 MB).
+def test_lm_head_logits_are_written_in_place_by_row_groups():
+    # GPT-2's vocabulary: the product (N 50257) is a graph output, written straight into eager's
+    # contiguous logits by 8 aligned products over rows 8 apart; the peak is the logits alone
+    # (411 MB): no scratch block, no padded copy of the weight (77 MB).
     import coil
 
     head = torch.nn.Linear(768, 50257, bias=False).to(DEV, BF16).eval()
@@ -307,11 +307,11 @@ def test_lm_head_logits_come_out_of_row_blocks():
         torch.testing.assert_close(actual, expected, atol=2e-2, rtol=2e-2)
         assert actual.stride() == expected.stride()
         (record,) = coil.compiled_graphs()
-        assert record.extern_ops == ["coil.mm_row_blocked.default"], record.extern_ops
+        assert record.extern_ops == ["coil.mm_row_groups.default"], record.extern_ops
         del actual
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
         compiled(x)
         peak = torch.cuda.max_memory_allocated() - before
-    assert peak < 1.25 * expected.numel() * expected.element_size(), peak
+    assert peak < 1.05 * expected.numel() * expected.element_size(), peak

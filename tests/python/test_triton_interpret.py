@@ -419,24 +419,3 @@ def test_padded_matmul():
     with coil.config.patch(gemm_padding="on"), torch.no_grad():
         check_triton(lambda x: torch.log_softmax(head(torch.tanh(x)).float(), -1) * 2,
                      torch.randn(3, 5, 12), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("dtype", [BF16, torch.float32])
-@pytest.mark.parametrize("rest", [3, 0])
-def test_row_copy_of_a_split_product(dtype, rest):
-    """coil.mm_row_blocked's GPU copy (runtime.copy_rows' Triton kernel): the aligned columns of
-    a product and its few other columns, into a contiguous output whose rows are not aligned, the
-    row length not a multiple of the kernel's block."""
-    from coil import runtime
-
-    rows, split = 5, 2056
-    main = torch.randn(rows, split).to(dtype)
-    extra = torch.randn(rows, rest).to(dtype) if rest else None
-    dst = torch.full((rows, split + rest), -1.0, dtype=dtype)
-    kernel = runtime._row_copy_kernel()
-    align = 16 // main.element_size()
-    kernel[(rows, (split + rest + 2047) // 2048)](
-        main, main if extra is None else extra, dst, N=split + rest, SPLIT=split, ALIGN=align,
-        BLOCK=2048)
-    expected = main if extra is None else torch.cat([main, extra], 1)
-    assert torch.equal(dst, expected)

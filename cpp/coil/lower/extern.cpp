@@ -4,6 +4,7 @@
 // channels-last (see Lowering::channels_last). Matrix products on CUDA get padded leading
 // dimensions where theirs are not 16-byte multiples (LowerOptions::gemm_padding).
 #include <algorithm>
+#include <numeric>
 
 #include "coil/lower/lowering.h"
 #include "coil/lower/pointwise_util.h"
@@ -120,11 +121,6 @@ TensorBox zero_extend(const TensorBox& x, const std::vector<Expr>& sizes) {
   return out;
 }
 
-// A padded product that is a graph output is computed in blocks of rows: each block's padded
-// product (about this many bytes, at least kMinBlockRows rows) is copied into the output.
-constexpr int64_t kRowBlockBytes = int64_t{64} << 20;
-constexpr int64_t kMinBlockRows = 256;
-
 // Whether node `id`'s value is only a graph output, directly or through views.
 bool reaches_only_outputs(const graph::Graph& g, int id) {
   std::vector<int> users = g.users(id);
@@ -196,31 +192,32 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
   sb[r - 2] = Kp;
   // A product that is a graph output (through views) must come out with eager's strides: the
   // padded result and the output would both be live while one is copied into the other (GPT-2's
-  // logits: 785 MB at the peak where Inductor, returning the padded view, holds 472). It is
-  // computed in row blocks instead (coil::mm_row_blocked), each copied into the output: the
-  // first N rounded down to the alignment columns by one aligned product into a scratch block,
-  // the few others by a second small one, so b is read in place (a weight is not copied: 77 MB
-  // for GPT-2's). cuBLAS's aligned kernels need the product's N aligned, not only its leading
-  // dimension: written through a padded stride it ran align1 (3.9 ms, H200 2026-12-02).
-  int64_t item = graph::dtype_itemsize(m.dtype);
-  int64_t rows = std::max<int64_t>(
-      kMinBlockRows, kRowBlockBytes / std::max<int64_t>(*Np.as_int() * item, 1) / 64 * 64);
-  int64_t split = *N.as_int() / align * align;
-  if (r == 2 && split > 0 && rows < *M.as_int() && reaches_only_outputs(L.graph(), n.id)) {
-    graph::Node blocked = n;
-    blocked.target = "coil.mm_row_blocked.default";
-    blocked.args = {n.args.at(ia), n.args.at(ib), with_input ? n.args.at(0) : graph::Arg::none(),
-                    graph::Arg::integer(split), graph::Arg::integer(rows)};
-    blocked.kwargs.clear();
-    std::map<size_t, TensorBox> blocked_args = {{0, gemm_operand(L, n.args.at(ia), sa)},
+  // logits: 785 MB at the peak where Inductor, returning the padded view, holds 472). cuBLAS's
+  // aligned kernels need the product's N aligned, not only its leading dimension: written
+  // through a padded stride it ran align1 (3.9 ms, H200 2026-12-02). So the output is written in
+  // groups of rows instead (coil::mm_row_groups): the rows that start equally far from a 16-byte
+  // boundary, align / gcd(N, align) apart, form a matrix with an aligned leading dimension whose
+  // aligned middle columns are one aligned product, straight into the output; the few columns
+  // at the ends of the rows are two small products. b is read in place (a weight is not copied:
+  // 77 MB for GPT-2's), and nothing is copied afterwards (row blocks copied out of a scratch
+  // product took 0.84 ms of GPT-2's head where the aligned product alone takes 0.46).
+  int64_t groups = align / std::gcd(*N.as_int(), align);
+  if (r == 2 && *N.as_int() > 2 * align && *M.as_int() >= groups &&
+      reaches_only_outputs(L.graph(), n.id)) {
+    graph::Node grouped = n;
+    grouped.target = "coil.mm_row_groups.default";
+    grouped.args = {n.args.at(ia), n.args.at(ib), with_input ? n.args.at(0) : graph::Arg::none(),
+                    graph::Arg::integer(align)};
+    grouped.kwargs.clear();
+    std::map<size_t, TensorBox> grouped_args = {{0, gemm_operand(L, n.args.at(ia), sa)},
                                                 {1, gemm_operand(L, n.args.at(ib), sb)}};
     std::vector<TensorBox> out =
-        L.add_extern(blocked, /*is_fallback=*/false, nullptr, &blocked_args);
+        L.add_extern(grouped, /*is_fallback=*/false, nullptr, &grouped_args);
     L.note_extern_decision((K == Kp ? "" : "padded K " + K.str() + "->" + Kp.str() + ", ") + "N " +
-                           N.str() + " as " + std::to_string(split) + " + " +
-                           std::to_string(*N.as_int() - split) +
-                           " columns for cuBLAS's aligned kernels, in blocks of " +
-                           std::to_string(rows) + " rows copied into the output (a graph output)");
+                           N.str() + " written in place (a graph output): " +
+                           std::to_string(groups) + " groups of rows " + std::to_string(groups) +
+                           " apart, each one aligned product for cuBLAS's aligned kernels, and "
+                           "the end columns");
     return out;
   }
   sb[r - 1] = Np;

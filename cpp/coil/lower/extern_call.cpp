@@ -153,7 +153,7 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
 bool result_always_contiguous(const std::string& op) {
   static const std::set<std::string> kOps = {"aten.mm.default", "aten.addmm.default",
                                              "aten.bmm.default", "aten.baddbmm.default",
-                                             "coil.mm_row_blocked.default"};
+                                             "coil.mm_row_groups.default"};
   return kOps.count(op) > 0;
 }
 

@@ -214,9 +214,10 @@ TEST(Lowering, MatrixProductResultsAreNotChecked) {
 // zero-extended to an aligned N (a copy: it is in memory), the library computes the wider product,
 // and the graph's value is the view of its first N columns. A small one keeps its sizes but stores
 // a computed operand with padded rows. Padding off (auto on the CPU): plain calls.
-// A padded product that is itself a graph output (an LM head's logits, through a view) is computed
-// in blocks of rows copied into eager's contiguous output: one call whose result is the output.
-TEST(Lowering, APaddedProductReturnedIsComputedInRowBlocks) {
+// A padded product that is itself a graph output (an LM head's logits, through a view) is written
+// straight into eager's contiguous output by aligned products over groups of rows: one call whose
+// result is the output.
+TEST(Lowering, APaddedProductReturnedIsWrittenInPlaceByRowGroups) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4096, 768}));
   Arg w = b.input("arg1_1", contiguous({50257, 768}));
@@ -230,12 +231,12 @@ TEST(Lowering, APaddedProductReturnedIsComputedInRowBlocks) {
   ir::Program p = lower_graph(b.finish({v}), on);
   ASSERT_EQ(p.externs.size(), 1u);
   const ir::ExternCall& call = p.externs[0];
-  EXPECT_EQ(call.op, "coil.mm_row_blocked.default");
-  // float32: 4 bytes x 50260 columns per row, 64 MB blocks: 320 rows (a multiple of 64). The
-  // first 50256 columns and the last one are two products of the weight as it is.
+  EXPECT_EQ(call.op, "coil.mm_row_groups.default");
+  // float32: 4-element vectors; 50257 is odd, so rows 4 apart start equally far from a vector.
   EXPECT_EQ(call.decision,
-            "N 50257 as 50256 + 1 columns for cuBLAS's aligned kernels, in blocks of 320 rows "
-            "copied into the output (a graph output)");
+            "N 50257 written in place (a graph output): 4 groups of rows 4 apart, each one "
+            "aligned product for cuBLAS's aligned kernels, and the end columns");
+  EXPECT_EQ(call.args.at(3), graph::Arg::integer(4));  // the alignment in elements
   EXPECT_EQ(call.tensors.at(1).sizes, (std::vector<Expr>{768, 50257}));
   EXPECT_EQ(call.tensors.at(1).strides, (std::vector<Expr>{1, 768}));
   EXPECT_EQ(p.buffer(call.outputs[0]).layout.sizes, (std::vector<Expr>{4096, 50257}));
