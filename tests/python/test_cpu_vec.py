@@ -333,13 +333,26 @@ def test_narrow_column_reduction_splits_rows_across_threads(op, debug):
         assert "#pragma omp parallel for" in text  # over x, as before
 
 
-def test_wide_column_reduction_keeps_x_parallel(debug):
+def test_column_sum_of_whole_rows_splits_rows_and_reads_four_at_a_time(debug):
+    """A column sum over rows of up to 16384 points takes the whole row as its block and splits
+    the rows across threads (each thread streams its own rows), reading 4 rows per pass with a
+    tail of one row at a time (515 rows: 3 left over)."""
+    x = torch.randn(515, 200)
+    out = torch.compile(lambda t: t.sum(0), backend="coil")(x)
+    torch.testing.assert_close(out, x.sum(0), rtol=1e-5, atol=1e-4)
+    text = kernel_text(debug)
+    assert "#pragma omp parallel for reduction(+:acc_buf0[:200])" in text, text
+    assert "r0u += 4" in text, text
 
-    x = torch.randn(512, 200)
+
+def test_wide_column_reduction_keeps_x_parallel(debug):
+    """Rows over 16384 points keep blocks of 1024 columns, parallel over the blocks."""
+    x = torch.randn(10, 20000)
     out = torch.compile(lambda t: t.sum(0), backend="coil")(x)
     torch.testing.assert_close(out, x.sum(0), rtol=1e-5, atol=1e-4)
     text = kernel_text(debug)
     assert "reduction(+:acc_" not in text and "#pragma omp parallel for" in text, text
+    assert "1024 x points at a time" in text, text
 
 
 # Long float sums run in chunks with accumulators of their own, as eager's and Inductor's are

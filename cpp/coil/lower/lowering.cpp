@@ -482,6 +482,7 @@ void Lowering::lower_node(const graph::Node& n) {
   auto it = reg.find(n.target);
   std::vector<TensorBox> out;
   bool lowered = false;
+  size_t externs_before = prog_.externs.size();
   if (all_outputs_empty(n)) {
     // Nothing to compute, and index arithmetic over a size-0 dim would divide by zero (reshape
     // delinearizes by the sizes): every output is a zero-element constant.
@@ -498,11 +499,14 @@ void Lowering::lower_node(const graph::Node& n) {
   }
   if (!lowered) out = add_extern(n, /*is_fallback=*/true);
   for (TensorBox& b : out) {
-    // Results of extern calls are plain buffer reads: the node is the extern's origin, not theirs.
+    // Results of this node's own extern calls are plain buffer reads: the node is the extern's
+    // origin, not theirs. A view of an earlier node's extern result is this node's value.
     auto view = as_strided_view(b);
-    bool extern_result =
-        view && prog_.buffer_index(view->buffer) >= 0 &&
-        prog_.buffers[prog_.buffer_index(view->buffer)].kind == ir::Buffer::Kind::Extern;
+    bool extern_result = false;
+    for (size_t e = externs_before; view && e < prog_.externs.size(); ++e) {
+      const std::vector<std::string>& outs = prog_.externs[e].outputs;
+      extern_result |= std::find(outs.begin(), outs.end(), view->buffer) != outs.end();
+    }
     if (!extern_result) b.origins.insert(n.name);
     apply_realize_policy(b, user_count_.at(n.id));
   }

@@ -480,23 +480,39 @@ TEST(CppKernel, AScatterThatMultipliesRunsSerially) {
   EXPECT_FALSE(contains(code, "#pragma omp")) << code;
   EXPECT_TRUE(contains(code, "out_ptr0[tmp3] = out_ptr0[tmp3] * v_buf1;")) << code;
 }
-std::string column_sum_code(int64_t cols) {
+std::string column_reduction_code(int64_t cols, const std::string& target = "aten.sum.dim_IntList",
+                                  const std::string& name = "sum_1") {
   GraphBuilder g;
   Arg x = g.input("arg0_1", contiguous({64, cols}));
-  Arg s = g.call("sum_1", "aten.sum.dim_IntList", {x, ints({0})}, contiguous({cols}));
+  Arg s = g.call(name, target, {x, ints({0})}, contiguous({cols}));
   return render(g.finish({s})).kernels.at(0).code;
 }
 
+TEST(CppKernel, ColumnSumsTakeWholeRowsAndSplitTheRowsAcrossThreads) {
+  // Each thread streams one contiguous range of rows into accumulators of its own (blocks of
+  // columns would read page-sized runs a row apart); rows longer than 16384 keep blocks.
+  for (int64_t cols : {4096, 1000, 16384}) {
+    std::string code = column_reduction_code(cols);
+    std::string n = std::to_string(cols);
+    EXPECT_TRUE(contains(code, "the whole row of " + n + " x points at a time")) << code;
+    EXPECT_TRUE(contains(code, "#pragma omp parallel for reduction(+:acc_buf0[:" + n + "])"))
+        << code;
+  }
+  std::string code = column_reduction_code(20000);
+  EXPECT_TRUE(contains(code, "): 1024 x points at a time")) << code;
+}
+
 TEST(CppKernel, ColumnBlocksLeaveTwoPerThreadUpTo1024Columns) {
-  // Each thread reads long contiguous runs of every row; where the blocks divide the row, the lane
-  // loops have a constant trip count.
+  // Reductions other than sums (no per-thread accumulators to add): each thread reads long
+  // contiguous runs of every row; where the blocks divide the row, the lane loops have a
+  // constant trip count.
   struct Case {
     int64_t cols, block;
     bool constant;
   };
   for (Case c : {Case{4096, 1024, true}, Case{768, 384, true}, Case{1000, 512, false},
                  Case{100, 64, false}}) {
-    std::string code = column_sum_code(c.cols);
+    std::string code = column_reduction_code(c.cols, "aten.amax.default", "amax");
     EXPECT_TRUE(contains(code, "): " + std::to_string(c.block) + " x points at a time")) << code;
     EXPECT_EQ(contains(code, "constexpr int64_t xn = " + std::to_string(c.block) + ";"), c.constant)
         << code;

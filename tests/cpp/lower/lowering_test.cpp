@@ -484,15 +484,10 @@ TEST(Lowering, GetitemOutOfRangeIsAnError) {
   }
 }
 
-// BUG (provenance): a view of an extern call's result is no origin of the kernel that reads it.
-// Graph: x f32[8, 8]; mm = aten.mm.default(x, x); t = aten.permute.default(mm, [1, 0]);
-// e = aten.exp.default(t) -> out. Observed: the exp buffer's origins are {exp}: lower_node treats
-// every box that is a strided view of an extern buffer as "the extern's result" and gives it no
-// origin, which is meant for the extern node's own outputs but also catches views of them. The
-// kernel header, its name and provenance.json then never mention `permute`, while the same
-// permute of a graph input is listed. Expected: origins {exp, permute}.
-TEST(Lowering, BUG_ViewOfAnExternResultIsNoOrigin) {
-  GTEST_SKIP() << "known bug: views of extern results lose their origin (see comment)";
+// A view of an extern call's result is an origin of the kernel that reads it, as the same view
+// of a graph input is (it once was not: every strided view of an extern buffer was taken for the
+// extern's own result, so kernel headers and provenance.json never named the permute).
+TEST(Lowering, ViewOfAnExternResultIsAnOrigin) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({8, 8}));
   Arg mm = b.call("mm", "aten.mm.default", {x, x}, contiguous({8, 8}));

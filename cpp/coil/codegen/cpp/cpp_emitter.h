@@ -24,6 +24,8 @@ using sym::Expr;
 
 // Kernels with less work than this run on one thread: starting OpenMP workers costs microseconds.
 constexpr int64_t kParallelMinElements = 32768;
+// Rows a column sum reads per pass over its row block (Emitter::column_unroll).
+constexpr int64_t kColumnUnroll = 4;
 // Elements of a float sum's outer r loop per chunk (chunk_steps): a multiple of every vector width.
 constexpr int64_t kSumChunkElements = 4096;
 // Innermost loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail.
@@ -179,6 +181,7 @@ class Emitter {
   // instead (an OpenMP array reduction of the block's accumulators). `x.sum(0)` of a [2^20, 16]
   // tensor otherwise ran on one core.
   bool split_columns() const;
+  bool column_unroll(const sched::Stage& stage) const;
   // Chunked summation: a float sum adds its elements one after another into each accumulator (a
   // lane, in vector and column form), so over n elements its error grows with n; eager's and
   // Inductor's CPU sums are cascaded instead, and coil's sums of 2^20 rows were 10-100x less

@@ -145,6 +145,9 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     r0_begin = "r0c";
     r0_end = "std::min<int64_t>(" + r0_end + ", r0c + " + c + ")";
   }
+  // Column sums read kColumnUnroll rows per pass over the row (column_unroll).
+  bool unroll = !vector && column_unroll(stage);
+  std::string unroll_begin, unroll_end, unroll_main_end;
   for (size_t j = 0; j + (vector ? 1 : 0) < nr; ++j) {
     std::string r = "r" + std::to_string(j);
     bool innermost = j + 1 == nr && !column();
@@ -162,6 +165,17 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     }
     std::string begin = j == 0 ? r0_begin : "0";
     std::string end = j == 0 ? r0_end : sym::to_cpp(k_.rsizes[j], env_);
+    if (unroll && j + 1 == nr) {
+      // Whole groups of rows first; the rest (fewer than a group) one row at a time below.
+      std::string u = std::to_string(kColumnUnroll);
+      unroll_begin = begin;
+      unroll_end = end;
+      unroll_main_end = "(" + begin + ") + ((" + end + ") - (" + begin + ")) / " + u + " * " + u;
+      line("for (int64_t " + r + "u = " + begin + "; " + r + "u < " + unroll_main_end + "; " + r +
+           "u += " + u + ") {");
+      ++indent_;
+      continue;
+    }
     line("for (int64_t " + r + " = " + begin + "; " + r + " < " + end + "; ++" + r + ") {");
     ++indent_;
   }
@@ -231,6 +245,44 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
            "; }, vacc_" + b.name + ");");
     }
     vec_.reset();
+  } else if (unroll) {
+    // Each lane adds a group of rows on its own first, then into its accumulator: a quarter of
+    // the accumulator traffic, and four row streams in flight.
+    std::string r = "r" + std::to_string(nr - 1), u = std::to_string(kColumnUnroll);
+    memo_.emplace_back();
+    open_lanes(true);
+    for (const sched::Member* m : reductions) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      line(ctype(b.body.dtype()) + " part_" + b.name + " = " +
+           reduction_identity(*b.reduction, b.body.dtype()) + ";");
+    }
+    line("for (int64_t " + r + " = " + r + "u; " + r + " < " + r + "u + " + u + "; ++" + r + ") {");
+    ++indent_;
+    memo_.emplace_back();
+    std::map<std::string, std::string> saved_available = available_;
+    for (const sched::Member* m : reductions) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      line("part_" + b.name + " = part_" + b.name + " + " + value(kernel_body(*m)) + ";");
+    }
+    available_ = saved_available;
+    memo_.pop_back();
+    --indent_;
+    line("}");
+    for (const sched::Member* m : reductions)
+      accumulate(*m, "part_" + prog_.buffers[m->buffer].name);
+    close_lanes();
+    memo_.pop_back();
+    --indent_;
+    line("}");
+    line("for (int64_t " + r + " = " + unroll_main_end + "; " + r + " < " + unroll_end + "; ++" +
+         r + ") {");
+    ++indent_;
+    body();
+    for (size_t j = 0; j < nr; ++j) {
+      --indent_;
+      line("}");
+    }
+    close_chunk();
   } else {
     body();
     for (size_t j = 0; j < nr; ++j) {
@@ -321,6 +373,23 @@ int64_t Emitter::chunk_steps(const std::vector<const sched::Member*>& reductions
   auto r0 = k_.rsizes[0].as_int();
   if (r0 && *r0 <= steps) return 0;  // one chunk: nothing to gain
   return steps;
+}
+
+// Whether a column-mode stage's innermost r loop runs kColumnUnroll rows per pass: every member
+// a float sum (a group's partial sum is exact to reassociate as chunked sums are), at least two
+// groups of rows known. `x.sum(0)` of 4096x4096 float32 on 2 cores (2026-12-02, a standalone
+// kernel): 3.3-3.6 ms one row per pass, 1.7-2.4 four, the same as a row sum of the same bytes.
+bool Emitter::column_unroll(const sched::Stage& stage) const {
+  if (!column() || k_.rsizes.empty()) return false;
+  auto rows = k_.rsizes.back().as_int();
+  if (rows && *rows < 2 * kColumnUnroll) return false;
+  for (int mi : stage.members) {
+    const ir::Buffer& b = prog_.buffers[k_.members[mi].buffer];
+    if (!b.is_reduction() || *b.reduction != ir::ReductionType::Sum ||
+        !graph::is_floating(b.body.dtype()))
+      return false;
+  }
+  return !scatter();
 }
 
 bool Emitter::split_columns() const {
