@@ -139,6 +139,30 @@ TEST(MemoryPlan, AFreedBufferOfEqualDtypeAndSizeIsReused) {
             "  buf3: allocated at step 3 reusing buf1, kept (output)\n");
 }
 
+// A buffer freed before an extern call is not held for a kernel after it: the library allocates
+// its result itself, and the held buffer would sit beside it at its peak. (mm -> a row sum of
+// exp(mm.T) -> mm with it -> mul: buf0, mm's 8x8 result, is freed after step 1, the extern runs
+// at step 2, and the 8x8 product at step 3 allocates anew instead of taking buf0.)
+TEST(MemoryPlan, NoFreedBufferIsHeldAcrossAnExternCall) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 8}));
+  Arg mm = b.call("mm", "aten.mm.default", {x, x}, contiguous({8, 8}));
+  Arg t = b.call("permute", "aten.permute.default", {mm, ints({1, 0})}, strided({8, 8}, {1, 8}));
+  Arg e = b.call("exp", "aten.exp.default", {t}, contiguous({8, 8}));
+  Arg sum = b.call("sum_1", "aten.sum.dim_IntList", {e, ints({1})}, contiguous({8}));
+  Arg v = b.call("view", "aten.view.default", {sum, ints({8, 1})}, contiguous({8, 1}));
+  Arg mm1 = b.call("mm_1", "aten.mm.default", {x, v}, contiguous({8, 1}));
+  Arg m = b.call("mul", "aten.mul.Tensor", {mm1, x}, contiguous({8, 8}));
+  Scheduled r = schedule(b.finish({m}));
+  std::string text = r.s.schedule_text(r.prog);
+  EXPECT_NE(text.find("buf0: allocated at step 0, freed after step 1\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("reusing buf0"), std::string::npos) << text;
+  // An extern's own input, freed after it, is still reused by a later kernel.
+  Scheduled chain = schedule(transposed_mm_chain());
+  EXPECT_EQ(chain.plan("buf3").reuses, "buf1");
+}
+
 TEST(MemoryPlan, BuffersOfADifferentDtypeOrSizeAreNotReused) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({8, 8}));
