@@ -47,3 +47,31 @@ def test_equal_outputs_of_distinct_nodes_do_not_share_storage():
     assert a.data_ptr() != b.data_ptr()
     a.add_(1)
     torch.testing.assert_close(b, x.abs() + 1)
+
+
+def test_a_view_of_an_input_with_symbolic_start_and_length_stays_a_view():
+    """An output that is a view of a graph input comes back as that view (AOTAutograd rebuilds
+    it from the input with the returned tensor's storage offset): narrow with a symbolic start
+    and a length of 1 (a symbol in [0, 1]) once came back as a copy, read as x[0]."""
+    coil = requires_coil()
+    import torch._dynamo
+
+    def run():
+        x = torch.arange(10)
+        cases = [(7, 1), (3, 1), (4, 3)]
+
+        def f(x, start, length):
+            return x.narrow(0, start, length), x.narrow(0, start, 2) * 1
+
+        compiled = torch.compile(f, backend="coil", dynamic=True)
+        for start, length in cases:
+            actual, expected = compiled(x, start, length), f(x, start, length)
+            for a, e in zip(actual, expected):
+                assert torch.equal(a, e), (start, length, a, e)
+            assert actual[0].storage_offset() == start
+            assert actual[0].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        assert not any(g.eager_fallback for g in coil.compiled_graphs())
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(specialize_int=False):
+        run()

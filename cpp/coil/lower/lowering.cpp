@@ -657,6 +657,27 @@ void Lowering::lower_outputs(const graph::Node& out) {
     bool of_input = ref && prog_.buffer(ref->buffer).kind == ir::Buffer::Kind::Input;
     bool may_alias = !of_input || aliases_its_input(g_, src);
     bool exact = ref && may_alias && same_strides(ref->sizes, ref->strides, m.strides);
+    // Where eager's result is a view of a graph input, it must be one here too: AOTAutograd
+    // rebuilds such an output from the input with the returned tensor's sizes, strides and
+    // storage offset, so a copy (offset 0) would name the input's first elements (fuzzer seed
+    // 32095: x.narrow(0, s, l) with a symbolic l in [0, 1] came back as x[0]). A view whose
+    // strides differ from eager's only along dims of at most one element is the same view.
+    // (An output with no elements names no memory: any tensor of its sizes will do.)
+    bool empty = std::any_of(m.sizes.begin(), m.sizes.end(), [](const Expr& e) { return e == 0; });
+    bool must_alias =
+        !empty && (src.kind == graph::NodeKind::Placeholder || aliases_its_input(g_, src));
+    if (!exact && must_alias && of_input) {
+      exact = true;
+      for (size_t d = 0; d < m.strides.size() && d < ref->strides.size(); ++d) {
+        bool at_most_one = sym::statically_known_true(sym::le(ref->sizes[d], 1), sym::RangeEnv{});
+        exact &= at_most_one || ref->strides[d] == m.strides[d];
+      }
+    }
+    if (!exact && must_alias) {
+      throw std::runtime_error("output " + std::to_string(prog_.outputs.size()) + " (" + src.name +
+                               ") is a view of a graph input in eager, and coil cannot express "
+                               "it as a strided view of that input");
+    }
     if (!exact) {
       // Outputs get the strides eager would give them, so callers see the same memory format.
       b = realize(b, &m.strides, /*fixed=*/true);
