@@ -110,7 +110,8 @@ struct LowerOptions {
 bool scatter_has_atomic(ir::ScatterMode mode, DType dtype);
 
 class Lowering;
-// Whether strides a and b of a tensor of `sizes` agree where it matters (size-1 dims excepted).
+// Whether strides a and b of a tensor of `sizes` agree where it matters (dims of at most one
+// element excepted, size symbols in [0, 1] among them).
 bool same_strides(const std::vector<Expr>& sizes, const std::vector<Expr>& a,
                   const std::vector<Expr>& b);
 // Strides of a 4-D [N, C, H, W] tensor stored channels-last (N, H, W, C).
