@@ -7,6 +7,7 @@
 #include "coil/codegen/cpp/prelude.h"
 #include "coil/compile.h"
 #include "coil/graph/serialize.h"
+#include "coil/lower/attention_pattern.h"
 #include "coil/lower/lowering.h"
 
 namespace nb = nanobind;
@@ -76,6 +77,25 @@ NB_MODULE(_C, m) {
         "Whether an extra decomposition applies to this input (coil::lower::decomposes_here).");
   m.def("recomputes_in_kernels", &coil::lower::recomputes_in_kernels, nb::arg("target"),
         "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
+  m.def(
+      "attention_matches",
+      [](const std::string& graph_json) {
+        coil::graph::Graph g = coil::graph::from_json(graph_json);
+        nb::list out;
+        for (const coil::lower::AttentionMatch& a : coil::lower::find_attention(g)) {
+          nb::dict d;
+          d["product"] = g.node(a.product).name;
+          d["q"] = g.node(a.q).name;
+          d["k"] = g.node(a.k).name;
+          d["v"] = g.node(a.v).name;
+          d["scale"] = a.scale;
+          out.append(d);
+        }
+        return out;
+      },
+      nb::arg("graph_json"),
+      "Written-out attentions in a graph: for each, the names of its second product and of q, k, "
+      "v, and the scale (coil::lower::find_attention).");
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
   m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;

@@ -21,7 +21,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from coil import _C, config, cudagraphs, fx_import, graph_cache, partition, runtime
+from coil import _C, attention_training, config, cudagraphs, fx_import, graph_cache, partition, runtime
 
 
 class CoilWarning(UserWarning):
@@ -407,4 +407,15 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
         keep_inference_input_mutations=True,
         **extra,
     )
+    if opts.attention_rewrite:
+        rewritten = attention_training.rewrite(gm, example_inputs)
+        if rewritten is not None:
+            try:
+                return aot(rewritten, example_inputs)
+            except torch._dynamo.exc.TorchDynamoException:
+                raise  # Dynamo's own control flow (a restart of its analysis)
+            except Exception as e:  # noqa: BLE001  (Dynamo's graph as it was, below)
+                warnings.warn(f"coil: the graph with its attention rewritten did not trace "
+                              f"({type(e).__name__}: {e}); compiling it as written",
+                              CoilWarning, stacklevel=2)
     return aot(gm, example_inputs)

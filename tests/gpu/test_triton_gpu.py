@@ -315,3 +315,36 @@ def test_lm_head_logits_are_written_in_place_by_row_groups():
         compiled(x)
         peak = torch.cuda.max_memory_allocated() - before
     assert peak < 1.05 * expected.numel() * expected.element_size(), peak
+
+
+def test_training_attention_under_autocast_calls_flash_attention():
+    # Written-out attention in a bf16-autocast training step: rewritten before AOTAutograd
+    # (python/coil/attention_training.py), so the forward saves no [B, H, S, S] probabilities.
+    import math
+
+    import coil
+
+    torch.manual_seed(0)
+    qkv = torch.nn.Linear(256, 768, device=DEV)
+
+    def block(x):
+        b, s, _ = x.shape
+        q, k, v = qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1)
+        return (att @ v).transpose(1, 2).reshape(b, s, 256)
+
+    def step(fn, x):
+        qkv.zero_grad()
+        with torch.autocast("cuda", dtype=BF16):
+            out = fn(x)
+        out.float().square().mean().backward()
+        return out, qkv.weight.grad.clone()
+
+    coil.reset()
+    x = torch.randn(4, 512, 256, device=DEV)
+    want, want_grad = step(block, x)
+    got, got_grad = step(torch.compile(block, backend="coil"), x)
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(got_grad, want_grad, atol=2e-3, rtol=5e-2)
+    forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
+    assert any("attention" in op for op in forward), forward

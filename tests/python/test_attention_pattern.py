@@ -1,7 +1,8 @@
 """Attention written out as matmuls and a softmax is compiled as one scaled_dot_product_attention
 call (cpp/coil/lower/attention_pattern.h): the scores are never stored. Values match eager's
-written-out form; training graphs, whose forward saves the probabilities, keep the written form;
-attention_rewrite=False turns it off."""
+written-out form; in training the rewrite happens before AOTAutograd differentiates the graph
+(python/coil/attention_training.py), so the forward saves q, k, v and the output, never the
+probabilities; attention_rewrite=False turns it off."""
 
 import math
 
@@ -52,19 +53,104 @@ def test_a_block_with_projections_and_heads():
     assert _rewritten(coil_records())
 
 
-def test_training_keeps_the_written_form_and_eagers_gradients():
-    # The forward saves the probabilities for the backward: not rewritten.
+def _attention_ops(records, kind: str) -> list[str]:
+    return [op for r in records if r.kind == kind for op in r.fallback_ops if "attention" in op]
+
+
+def _saved_bytes(fn, *args) -> tuple[int, object]:
+    saved = []
+
+    def pack(t):
+        saved.append(t.untyped_storage().nbytes() if isinstance(t, torch.Tensor) else 0)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*args)
+    return sum(saved), out
+
+
+def _grads(fn, inputs):
+    for t in inputs:
+        t.grad = None
+    fn(*inputs).square().sum().backward()
+    return [t.grad.clone() for t in inputs]
+
+
+def _cast_softmax(q, k, v):
+    # What CUDA autocast makes of attention: 16-bit products, the softmax in float32.
+    s = (q @ k.transpose(-2, -1)) * 0.25
+    return torch.softmax(s.float(), dim=-1).to(q.dtype) @ v
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_training_calls_attention_and_matches_eagers_gradients(dynamic):
+    # Rewritten before differentiation: ATen's attention forward and backward, nothing [S, L]
+    # saved; gradients within float32 rounding of the written form's.
+    reset_compiler()
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 64, 16, requires_grad=True) for _ in range(3))
+    compiled = torch.compile(attention, backend="coil")
+    if dynamic:  # a first length: the second compile is symbolic in the length alone
+        _grads(compiled, [torch.randn(2, 2, 80, 16, requires_grad=True) for _ in range(3)])
+    before = len(coil_records())
+    got = _grads(compiled, (q, k, v))
+    want = _grads(attention, (q, k, v))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    records = coil_records()[before:]
+    assert _attention_ops(records, "forward") and _attention_ops(records, "backward")
+    assert any(r.dynamic for r in records) == dynamic
+    saved, _ = _saved_bytes(compiled, q, k, v)
+    written, _ = _saved_bytes(attention, q, k, v)
+    probabilities = 2 * 2 * 64 * 64 * 4
+    assert saved < written - probabilities / 2, (saved, written)
+    if dynamic:  # a second length: the same graphs, symbolic in it
+        q2, k2, v2 = (torch.randn(2, 2, 48, 16, requires_grad=True) for _ in range(3))
+        for g, w in zip(_grads(compiled, (q2, k2, v2)), _grads(attention, (q2, k2, v2))):
+            torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+
+
+def test_training_a_block_with_autocasts_casts():
+    # Heads from one qkv product, the softmax in float32 between bf16 products and a residual:
+    # the casts are absorbed into the attention call; values and gradients within bf16 rounding.
+    torch.manual_seed(0)
+    qkv, proj = torch.nn.Linear(32, 96).bfloat16(), torch.nn.Linear(32, 32).bfloat16()
+
+    def block(x):
+        b, s, _ = x.shape
+        q, k, v = qkv(x).view(b, s, 3, 2, 16).permute(2, 0, 3, 1, 4)
+        return x + proj(_cast_softmax(q, k, v).transpose(1, 2).reshape(b, s, 32))
+
+    reset_compiler()
+    x = torch.randn(2, 40, 32, dtype=torch.bfloat16, requires_grad=True)
+    got = _grads(torch.compile(block, backend="coil"), (x,))
+    want = _grads(block, (x,))
+    torch.testing.assert_close(got[0], want[0], atol=3e-2, rtol=3e-2)
+    assert _attention_ops(coil_records(), "forward")
+
+
+def test_training_with_the_rewrite_off_keeps_the_written_form():
     reset_compiler()
     q, k, v = (torch.randn(2, 2, 12, 8, requires_grad=True) for _ in range(3))
-    out = torch.compile(attention, backend="coil")(q, k, v)
-    out.sum().backward()
-    grads = [t.grad.clone() for t in (q, k, v)]
-    for t in (q, k, v):
-        t.grad = None
-    attention(q, k, v).sum().backward()
-    for g, t in zip(grads, (q, k, v)):
-        torch.testing.assert_close(g, t.grad)
-    assert not _rewritten(coil_records())
+    compiled = torch.compile(attention, backend="coil", options={"attention_rewrite": False})
+    for g, w in zip(_grads(compiled, (q, k, v)), _grads(attention, (q, k, v))):
+        torch.testing.assert_close(g, w)
+    assert not _attention_ops(coil_records(), "forward")
+
+
+def test_probabilities_the_user_reads_are_not_rewritten():
+    # The softmax is also returned: the written form stays, exactly eager's.
+    def both(q, k, v):
+        p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        return p @ v, p
+
+    reset_compiler()
+    q, k, v = (torch.randn(1, 2, 8, 4, requires_grad=True) for _ in range(3))
+    out, p = torch.compile(both, backend="coil")(q, k, v)
+    ref, ref_p = both(q, k, v)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(p, ref_p)
+    assert not _attention_ops(coil_records(), "forward")
 
 
 def test_the_rewrite_can_be_turned_off():

@@ -16,11 +16,7 @@ using sym::Expr;
 
 namespace {
 
-struct Match {
-  int q = -1, k = -1, v = -1;
-  double scale = 1.0;
-  std::vector<int> absorbed;  // nodes the call replaces (the second product included)
-};
+using Match = AttentionMatch;
 
 class Matcher {
  public:
@@ -35,9 +31,18 @@ class Matcher {
     Match m;
     absorbed_.clear();
     absorbed_.push_back(id);
-    // softmax(scores, -1) side.
+    // softmax(scores, -1) side. Under autocast the softmax runs in float32 between two casts
+    // (scores up, probabilities back down to the products' dtype): what ATen's attention
+    // kernels do inside, so the casts are absorbed too.
+    graph::DType dtype = b2.meta[0].dtype;
     int p = strip(b2.args[0]);
     if (p < 0 || !only_for(p)) return std::nullopt;
+    bool cast_down = is_cast(p);
+    if (cast_down) {
+      absorbed_.push_back(p);
+      p = g_.node(p).args[0].node;
+      if (!only_for(p)) return std::nullopt;
+    }
     const Node& sm = g_.node(p);
     if (sm.target != "aten._softmax.default" || sm.args.size() != 3 || sm.meta.size() != 1)
       return std::nullopt;
@@ -46,9 +51,20 @@ class Matcher {
     int64_t dim = sm.args[1].i < 0 ? sm.args[1].i + 4 : sm.args[1].i;
     if (dim != 3 || sm.args[2].kind != Arg::Kind::Bool || sm.args[2].b) return std::nullopt;
     absorbed_.push_back(p);
-    // An optional scale by a constant.
+    // In float32 exactly when the products are 16-bit and the probabilities are cast back.
+    bool upcast = sm.meta[0].dtype != dtype;
+    if (upcast != cast_down) return std::nullopt;
+    if (upcast && (sm.meta[0].dtype != graph::DType::Float32 ||
+                   (dtype != graph::DType::BFloat16 && dtype != graph::DType::Float16)))
+      return std::nullopt;
     if (!sm.args[0].is_node()) return std::nullopt;
     int t = sm.args[0].node;
+    if (upcast) {
+      if (!is_cast(t) || !single_user(t)) return std::nullopt;
+      absorbed_.push_back(t);
+      t = g_.node(t).args[0].node;
+    }
+    // An optional scale by a constant.
     const Node& tn = g_.node(t);
     bool div = tn.target == "aten.div.Tensor", mul = tn.target == "aten.mul.Tensor";
     int scores = t;
@@ -69,7 +85,8 @@ class Matcher {
     if (m.q < 0 || kt < 0 || m.v < 0) return std::nullopt;
     m.k = untranspose(kt);
     if (m.k < 0) return std::nullopt;
-    if (!operands_agree(m, sm.meta[0])) return std::nullopt;
+    if (!operands_agree(m, sm.meta[0], dtype)) return std::nullopt;
+    m.product = id;
     m.absorbed = absorbed_;
     return m;
   }
@@ -111,6 +128,19 @@ class Matcher {
     }
   }
 
+  // A change of dtype alone (_to_copy with no other kwarg than its dtype), read once.
+  bool is_cast(int id) {
+    const Node& n = g_.node(id);
+    if (n.target != "aten._to_copy.default" || n.args.size() != 1 || !n.args[0].is_node() ||
+        n.meta.size() != 1)
+      return false;
+    for (const auto& [key, a] : n.kwargs) {
+      if (key != "dtype") return false;
+    }
+    const graph::TensorMeta& in = g_.node(n.args[0].node).meta.at(0);
+    return in.device == n.meta[0].device && in.sizes == n.meta[0].sizes;
+  }
+
   // k, where kt is k with its last two dims swapped (read only by the product).
   int untranspose(int kt) {
     const Node& n = g_.node(kt);
@@ -137,14 +167,14 @@ class Matcher {
 
   // q [B, H, S, D], k [B, H, L, D], v [B, H, L, Dv], probabilities [B, H, S, L]: one floating
   // dtype and device.
-  bool operands_agree(const Match& m, const graph::TensorMeta& probs) const {
+  bool operands_agree(const Match& m, const graph::TensorMeta& probs, graph::DType dtype) const {
     const Node &q = g_.node(m.q), &k = g_.node(m.k), &v = g_.node(m.v);
     if (q.meta.size() != 1 || k.meta.size() != 1 || v.meta.size() != 1) return false;
     const graph::TensorMeta &mq = q.meta[0], &mk = k.meta[0], &mv = v.meta[0];
     for (const graph::TensorMeta* t : {&mq, &mk, &mv}) {
-      if (t->rank() != 4 || t->dtype != probs.dtype || t->device != probs.device) return false;
+      if (t->rank() != 4 || t->dtype != dtype || t->device != probs.device) return false;
     }
-    if (!graph::is_floating(probs.dtype)) return false;
+    if (!graph::is_floating(dtype)) return false;
     for (size_t d = 0; d < 2; ++d) {
       if (mq.sizes[d] != mk.sizes[d] || mq.sizes[d] != mv.sizes[d] || mq.sizes[d] != probs.sizes[d])
         return false;
@@ -188,10 +218,9 @@ Arg size_arg(const Expr& e) {
 
 }  // namespace
 
-std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
-                                              std::vector<std::string>* notes) {
+std::vector<AttentionMatch> find_attention(const graph::Graph& g) {
   Matcher matcher(g);
-  std::map<int, Match> at;  // second product -> its match
+  std::vector<AttentionMatch> found;
   std::set<int> absorbed;
   for (const Node& n : g.nodes()) {
     std::optional<Match> m = matcher.at(n.id);
@@ -200,7 +229,18 @@ std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
     for (int a : m->absorbed) clash |= absorbed.count(a) > 0;
     if (clash) continue;
     absorbed.insert(m->absorbed.begin(), m->absorbed.end());
-    at[n.id] = *m;
+    found.push_back(*m);
+  }
+  return found;
+}
+
+std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
+                                              std::vector<std::string>* notes) {
+  std::map<int, Match> at;  // second product -> its match
+  std::set<int> absorbed;
+  for (const Match& m : find_attention(g)) {
+    at[m.product] = m;
+    absorbed.insert(m.absorbed.begin(), m.absorbed.end());
   }
   if (at.empty()) return std::nullopt;
   Graph out;

@@ -7,9 +7,11 @@
 // view(expand(transpose(k))))), c), -1))), view(expand(v))) (a view of a strided operand is a
 // clone and an _unsafe_view), where every step is read only by the
 // next (so nothing else needs the scores: a training graph that saves them for its backward is
-// left as it is), the expands broadcast nothing, and q, k, v are 4-D tensors of one floating
-// dtype and device with the same batch dims. The second product becomes a view of the attention's
-// result, laid out like q (what ATen's kernels return for such inputs; the wrapper checks).
+// left as it is), the expands broadcast nothing, a softmax in float32 between products in a
+// 16-bit dtype is cast up before and back after (autocast), and q, k, v are 4-D tensors of one
+// floating dtype and device with the same batch dims. The second product becomes a view of the
+// attention's result, laid out like q (what ATen's kernels return for such inputs; the wrapper
+// checks).
 #pragma once
 
 #include <optional>
@@ -19,6 +21,21 @@
 #include "coil/graph/graph.h"
 
 namespace coil::lower {
+
+// One written-out attention: the second product (`product`, a 3-D [B*H, S, Dv] bmm), the 4-D
+// q, k, v it computes from, the scale of the scores and every node it replaces.
+struct AttentionMatch {
+  int product = -1;
+  int q = -1, k = -1, v = -1;
+  double scale = 1.0;
+  std::vector<int> absorbed;  // the second product included
+};
+
+// Every match, in graph order, none sharing a node. Training graphs are asked before
+// AOTAutograd differentiates them (python/coil/attention_training.py): there the probabilities
+// have no other reader yet, and the autograd of one attention call saves q, k, v and its
+// output instead of the [B, H, S, L] probabilities.
+std::vector<AttentionMatch> find_attention(const graph::Graph& g);
 
 // g with every match replaced, or nullopt where nothing matches (no copy of the graph); `notes`
 // gets one line per replacement (schedule.txt).

@@ -3,6 +3,7 @@
 // A view is an index remapping composed into the body; nothing is copied.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "coil/lower/lowering.h"
@@ -27,9 +28,59 @@ TensorBox remap(const TensorBox& x, std::vector<Expr> sizes, const std::vector<E
   return TensorBox{x.dtype, x.device, std::move(sizes), x.load(simplified), x.origins};
 }
 
+namespace {
+
+// The strides a view of memory laid out with `strides` gets for new sizes, where it needs no copy
+// (ATen's computeStride): each run of old dims that new dims merge or split must be contiguous
+// within itself. Sizes are symbolic, so every test is an equality that holds for all values;
+// where one cannot be shown (a run that may not be contiguous, a size that may be 1), the
+// answer is nullopt and the caller remaps indices instead.
+std::optional<std::vector<Expr>> view_strides(const std::vector<Expr>& old_sizes,
+                                              const std::vector<Expr>& old_strides,
+                                              const std::vector<Expr>& sizes) {
+  std::vector<Expr> out(sizes.size(), Expr(1));
+  if (old_sizes.empty()) return out;  // a 0-d tensor: every new dim has size 1
+  int view_d = static_cast<int>(sizes.size()) - 1;
+  Expr base = old_strides.back();
+  Expr old_numel = 1, view_numel = 1;
+  for (int d = static_cast<int>(old_sizes.size()) - 1; d >= 0; --d) {
+    old_numel = old_numel * old_sizes[d];
+    bool run_ends =
+        d == 0 || (old_sizes[d - 1] != Expr(1) && old_strides[d - 1] != old_numel * base);
+    if (!run_ends) continue;
+    while (view_d >= 0 && (view_numel != old_numel || sizes[view_d] == Expr(1))) {
+      out[view_d] = view_numel * base;
+      view_numel = view_numel * sizes[view_d];
+      --view_d;
+    }
+    if (view_numel != old_numel) return std::nullopt;
+    if (d > 0) {
+      base = old_strides[d - 1];
+      old_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
 // Row-major reinterpretation of x with new sizes (same numel).
 TensorBox reshape(const TensorBox& x, const std::vector<Expr>& sizes) {
   if (sizes == x.sizes) return x;
+  // A view of memory whose merged dims are contiguous: new strides, no floor division or modulo
+  // (with symbolic sizes the simplifier cannot always fold (i // s) * s + i % s back into i).
+  if (auto ref = as_strided_view(x)) {
+    if (auto strides = view_strides(x.sizes, ref->strides, sizes)) {
+      Expr index = ref->offset;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (sizes[i] == Expr(1)) continue;  // its index is always 0
+        index = index + (*strides)[i] * ir::index_var(static_cast<int>(i));
+      }
+      return TensorBox{x.dtype, x.device, sizes, ir::load(ref->buffer, x.dtype, index), x.origins};
+    }
+  }
   Expr flat = 0;
   for (size_t i = 0; i < sizes.size(); ++i)
     flat = flat * sizes[i] + ir::index_var(static_cast<int>(i));

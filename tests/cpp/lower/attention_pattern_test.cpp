@@ -19,11 +19,24 @@ struct Options {
   bool broadcast_v = false;        // v expanded over the heads
   bool k_transposed = true;        // q @ k^T (else q @ k: no attention)
   const char* scale_op = "aten.div.Tensor";
+  // bf16 products, the softmax in float32 between two casts (what CUDA autocast leaves);
+  // with cast_back = false the probabilities stay float32 (no product could read them).
+  bool autocast = false;
+  bool cast_back = true;
 };
 
 // softmax(q @ k^T / 8) @ v on [2, 4, 16, 8] q, k, v, as AOTAutograd leaves it.
 graph::Graph attention(const Options& o) {
   GraphBuilder b;
+  graph::DType dt = o.autocast ? graph::DType::BFloat16 : graph::DType::Float32;
+  auto contiguous = [dt](std::vector<sym::Expr> sizes) { return test::contiguous(sizes, dt); };
+  auto strided = [dt](std::vector<sym::Expr> sizes, std::vector<sym::Expr> strides) {
+    return test::strided(sizes, strides, dt);
+  };
+  auto cast = [&](const char* name, Arg x, graph::DType to) {
+    return b.call(name, "aten._to_copy.default", {x}, test::contiguous({2, 4, 16, 16}, to),
+                  {{"dtype", Arg::dtype_of(to)}});
+  };
   Arg q = b.input("arg0_1", contiguous({2, 4, 16, 8}));
   Arg k = b.input("arg1_1", contiguous({2, 4, 16, 8}));
   Arg v = b.input("arg2_1", contiguous({2, o.broadcast_v ? 1 : 4, 16, 8}));
@@ -42,8 +55,10 @@ graph::Graph attention(const Options& o) {
   Arg s4 = b.call("view_2", "aten.view.default", {bmm, ints({2, 4, 16, 16})},
                   contiguous({2, 4, 16, 16}));
   Arg sc = b.call("div", o.scale_op, {s4, test::farg(8.0)}, contiguous({2, 4, 16, 16}));
+  if (o.autocast) sc = cast("_to_copy", sc, graph::DType::Float32);
   Arg p = b.call("_softmax", "aten._softmax.default", {sc, test::iarg(-1), test::barg(false)},
-                 contiguous({2, 4, 16, 16}));
+                 o.autocast ? test::contiguous({2, 4, 16, 16}) : contiguous({2, 4, 16, 16}));
+  if (o.autocast && o.cast_back) p = cast("_to_copy_1", p, dt);
   Arg ep = b.call("expand_2", "aten.expand.default", {p, ints({2, 4, 16, 16})},
                   contiguous({2, 4, 16, 16}));
   Arg vp = b.call("view_3", "aten.view.default", {ep, ints({8, 16, 16})}, contiguous({8, 16, 16}));
@@ -86,6 +101,25 @@ TEST(AttentionPattern, AMultiplyingScaleIsTheScaleItself) {
   std::optional<graph::Graph> g = rewrite_attention(attention(o));
   ASSERT_TRUE(g.has_value());
   EXPECT_TRUE(mentions(*g, "scale=8.0)")) << g->to_text();
+}
+
+TEST(AttentionPattern, AutocastsFloat32SoftmaxBetweenBf16ProductsIsAbsorbed) {
+  Options o;
+  o.autocast = true;
+  std::optional<graph::Graph> g = rewrite_attention(attention(o));
+  ASSERT_TRUE(g.has_value());
+  EXPECT_FALSE(mentions(*g, "_to_copy")) << g->to_text();
+  EXPECT_TRUE(mentions(*g, "%bmm_1_attention : bf16[2, 4, 16, 8]")) << g->to_text();
+  std::vector<AttentionMatch> found = find_attention(attention(o));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].absorbed.size(), 16u);  // the 14 nodes from q, k, v to bmm_1, and both casts
+}
+
+TEST(AttentionPattern, AFloat32SoftmaxNotCastBackIsNoAttention) {
+  Options o;
+  o.autocast = true;
+  o.cast_back = false;
+  EXPECT_TRUE(find_attention(attention(o)).empty());
 }
 
 TEST(AttentionPattern, WhatIsNotExactlyAttentionStaysAsItIs) {
