@@ -128,14 +128,16 @@ class Matcher {
     }
   }
 
-  // A change of dtype alone (_to_copy with no other kwarg than its dtype), read once.
+  // A change of dtype alone (_to_copy on one device, strided, no memory format).
   bool is_cast(int id) {
     const Node& n = g_.node(id);
     if (n.target != "aten._to_copy.default" || n.args.size() != 1 || !n.args[0].is_node() ||
         n.meta.size() != 1)
       return false;
     for (const auto& [key, a] : n.kwargs) {
-      if (key != "dtype") return false;
+      // (The device is checked below; autocast names it and the strided layout.)
+      bool strided = key == "layout" && a.kind == Arg::Kind::Enum && a.s == "torch.strided";
+      if (key != "dtype" && key != "device" && !strided) return false;
     }
     const graph::TensorMeta& in = g_.node(n.args[0].node).meta.at(0);
     return in.device == n.meta[0].device && in.sizes == n.meta[0].sizes;

@@ -34,8 +34,12 @@ graph::Graph attention(const Options& o) {
     return test::strided(sizes, strides, dt);
   };
   auto cast = [&](const char* name, Arg x, graph::DType to) {
-    return b.call(name, "aten._to_copy.default", {x}, test::contiguous({2, 4, 16, 16}, to),
-                  {{"dtype", Arg::dtype_of(to)}});
+    std::vector<std::pair<std::string, Arg>> kwargs = {{"dtype", Arg::dtype_of(to)}};
+    if (to == graph::DType::Float32) {  // how CUDA autocast casts up
+      kwargs.emplace_back("layout", Arg::enum_text("torch.strided"));
+      kwargs.emplace_back("device", Arg::enum_text("device:cpu"));
+    }
+    return b.call(name, "aten._to_copy.default", {x}, test::contiguous({2, 4, 16, 16}, to), kwargs);
   };
   Arg q = b.input("arg0_1", contiguous({2, 4, 16, 8}));
   Arg k = b.input("arg1_1", contiguous({2, 4, 16, 8}));
