@@ -175,6 +175,28 @@ def test_mark_dynamic_batch_dim():
     assert len(records[0].symbols) == 1, records[0].symbols  # the batch dim only
 
 
+def test_a_reshaped_input_returned_as_a_view_is_one():
+    # Merging dims of a symbolic size is a view (new strides, no copy): the graph compiles, and
+    # its outputs are views of x as in eager (it ran eagerly while the reshape went through floor
+    # division and modulo that the simplifier could not fold).
+    def fn(x):
+        a, b, s, d = x.shape
+        flat = x.reshape(a * b, s, d)
+        return flat.permute(0, 2, 1), x.unsqueeze(1).flatten(2, 3), flat * 2
+
+    for shape in [(2, 3, 8, 4), (3, 5, 7, 2)]:
+        _reset()
+        x = torch.randn(*shape)
+        got = torch.compile(fn, backend="coil", dynamic=True)(x)
+        want = fn(x)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.stride() == w.stride()
+            torch.testing.assert_close(g, w)
+        assert got[0].data_ptr() == x.data_ptr() and got[1].data_ptr() == x.data_ptr()
+        records = _records()
+        assert records and all(r.dynamic and not r.eager_fallback for r in records)
+
+
 def test_automatic_dynamic_after_a_second_shape():
     # Dynamo compiles the first shape statically and recompiles with symbols at the second; later
     # shapes reuse the dynamic graph. coil records both, and why Dynamo recompiled.
