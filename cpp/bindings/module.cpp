@@ -89,13 +89,18 @@ NB_MODULE(_C, m) {
           d["k"] = g.node(a.k).name;
           d["v"] = g.node(a.v).name;
           d["scale"] = a.scale;
+          if (a.mask >= 0) {
+            d["mask"] = g.node(a.mask).name;
+          } else {
+            d["mask"] = nb::none();
+          }
           out.append(d);
         }
         return out;
       },
       nb::arg("graph_json"),
       "Written-out attentions in a graph: for each, the names of its second product and of q, k, "
-      "v, and the scale (coil::lower::find_attention).");
+      "v, of the additive mask (None without), and the scale (coil::lower::find_attention).");
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
   m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;

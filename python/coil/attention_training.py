@@ -33,15 +33,19 @@ _PROVENANCE = ("stack_trace", "nn_module_stack", "source_fn_stack")
 
 
 def _may_hold_attention(gm: torch.fx.GraphModule, example_inputs) -> bool:
-    """Cheap filters before tracing: a graph that is differentiated and calls a softmax."""
+    """Cheap filters before tracing: a graph that is differentiated, calls a softmax and holds no
+    higher-order op."""
     if not torch.is_grad_enabled():
         return False
     if not any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         return False
+    softmax = False
     for node in gm.graph.nodes:
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            return False  # a checkpointed region, a wrapped autocast...: left as the user wrote it
         if node.op in ("call_function", "call_method") and "softmax" in str(node.target):
-            return True
-    return False
+            softmax = True
+    return softmax
 
 
 def _trace(gm: torch.fx.GraphModule):
@@ -79,9 +83,12 @@ def rewrite(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule | 
     for m in matches:
         product = nodes[m["product"]]
         q, k, v = nodes[m["q"]], nodes[m["k"]], nodes[m["v"]]
+        kwargs = {"scale": m["scale"]}
+        if m["mask"] is not None:
+            kwargs["attn_mask"] = nodes[m["mask"]]
         with traced.graph.inserting_before(product):
             call = traced.graph.call_function(
-                aten.scaled_dot_product_attention.default, (q, k, v), {"scale": m["scale"]})
+                aten.scaled_dot_product_attention.default, (q, k, v), kwargs)
             flat = traced.graph.call_function(aten.flatten.using_ints, (call, 0, 1))
         for node in (call, flat):  # where it came from, for the kernels' provenance
             node.meta.update({key: product.meta[key] for key in _PROVENANCE if key in product.meta})

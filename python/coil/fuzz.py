@@ -114,11 +114,14 @@ def _compare(actual, expected, dtypes: set, fake: list | None, values: bool = Tr
             )
 
 
-def _as_close_as_eager(program: Program, inputs: list, actual, expected) -> bool:
+def _as_close_as_eager(program: Program, inputs: list, actual, expected, slack: float) -> bool:
     """Whether each floating output of coil is at least about as close as eager's to the program
-    run in float64 (16-bit programs: coil may round less often than eager, e.g. a written-out
-    attention computed by one attention call, and a normalization after it magnifies both
-    results' rounding beyond any fixed tolerance; seed 20182)."""
+    run in float64, within `slack` of the output's magnitude. coil may round less often than
+    eager or in another order (16-bit programs: a written-out attention computed by one
+    attention call, seed 20182; float32: a softmax of a large matrix product, seed 5172), and a
+    normalization after it magnifies both results' rounding beyond any fixed elementwise
+    tolerance (a layer norm of a constant row is its mean's rounding times 1/sqrt(eps), seed
+    4130 under --dynamic)."""
     try:
         reference = _eager(program, [t.double() if t.dtype.is_floating_point else t
                                      for t in inputs])
@@ -132,9 +135,22 @@ def _as_close_as_eager(program: Program, inputs: list, actual, expected) -> bool
         r = r.double()
         err = (a.double() - r).abs().nan_to_num(0.0).max()
         eager_err = (e.double() - r).abs().nan_to_num(0.0).max()
-        if err > 2 * eager_err + 2e-2 * max(1.0, float(r.abs().nan_to_num(0.0).max())):
+        if err > 2 * eager_err + slack * max(1.0, float(r.abs().nan_to_num(0.0).max())):
             return False
     return True
+
+
+def _check(program: Program, inputs: list, actual, expected, dtypes: set, fake) -> None:
+    """Values within eager's tolerances or, failing that, about as close as eager's to float64
+    (a 16-bit program within 2% of its outputs' magnitude, float32 within 1e-4); layouts always
+    eager's."""
+    try:
+        _compare(actual, expected, dtypes, fake)
+    except AssertionError:
+        slack = 2e-2 if dtypes & {torch.bfloat16, torch.float16} else 1e-4
+        if not _as_close_as_eager(program, inputs, actual, expected, slack):
+            raise
+        _compare(actual, expected, dtypes, fake, values=False)
 
 
 def _eager(program: Program, inputs: list):
@@ -245,13 +261,7 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
             compiled = torch.compile(fn, backend="coil", dynamic=dynamic)
             actual = compiled(*[t.clone() for t in inputs])
             fake = _fake_strides(program, inputs)
-            try:
-                _compare(actual, expected, dtypes, fake)
-            except AssertionError:
-                sixteen = dtypes & {torch.bfloat16, torch.float16}
-                if not sixteen or not _as_close_as_eager(program, inputs, actual, expected):
-                    raise
-                _compare(actual, expected, dtypes, fake, values=False)  # layouts still eager's
+            _check(program, inputs, actual, expected, dtypes, fake)
             if dynamic:
                 grown = _grown(inputs, seed)
                 try:
@@ -264,7 +274,7 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
                         fake2 = _fake_strides(program, grown)
                     except Exception:  # noqa: BLE001
                         fake2 = None
-                    _compare(actual2, expected2, dtypes, fake2)
+                    _check(program, grown, actual2, expected2, dtypes, fake2)
             if train:
                 _check_grads(program, inputs, seed, dtypes, dynamic)
     except Exception as e:  # noqa: BLE001 - every failure is reported with its seed

@@ -171,3 +171,63 @@ def test_cross_attention_shapes(dtype):
     ref = attention(q.double(), k.double(), v.double(), "mul").to(dtype)
     torch.testing.assert_close(out, ref, **({"atol": 2e-3, "rtol": 2e-3} if dtype == torch.float16 else {}))
     assert _rewritten(coil_records())
+
+
+def test_a_checkpointed_attention_keeps_the_users_checkpoint():
+    # A graph with a higher-order op (here torch.utils.checkpoint's region) is not traced again:
+    # the backward recomputes the region as the user wrote it; gradients are eager's.
+    from torch.utils.checkpoint import checkpoint
+
+    def fn(q, k, v):
+        return checkpoint(attention, q, k, v, use_reentrant=False) * 2
+
+    reset_compiler()
+    q, k, v = (torch.randn(1, 2, 16, 8, requires_grad=True) for _ in range(3))
+    got = _grads(torch.compile(fn, backend="coil"), (q, k, v))
+    for g, w in zip(got, _grads(fn, (q, k, v))):
+        torch.testing.assert_close(g, w)
+    # (The forward, which saves nothing of the region, may still call attention at lowering.)
+    assert not _attention_ops(coil_records(), "backward")
+
+
+def _masked(q, k, v, mask):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 24), (20, 24), (2, 3, 20, 24)])
+def test_an_additive_mask_is_the_attention_mask(mask_shape):
+    # Padding masks ([B, 1, 1, L]), causal ones ([S, L]) and full ones: one attention call with
+    # attn_mask, in inference and in training (gradients of q, k, v within float32
+    # rounding of the written form's; ATen's fused kernels take no mask that needs a gradient).
+    torch.manual_seed(0)
+    q = torch.randn(2, 3, 20, 16)
+    k, v = torch.randn(2, 3, 24, 16), torch.randn(2, 3, 24, 16)
+    mask = torch.randn(*mask_shape)
+    mask[..., -3:] = float("-inf")  # some keys masked out for every query
+    reset_compiler()
+    with torch.no_grad():
+        out = torch.compile(_masked, backend="coil")(q, k, v, mask)
+    torch.testing.assert_close(out, _masked(q, k, v, mask), atol=1e-5, rtol=1e-4)
+    assert _rewritten(coil_records())
+    reset_compiler()
+    inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+    masked = lambda q, k, v: _masked(q, k, v, mask)  # noqa: E731  (a mask needs no gradient)
+    got = _grads(torch.compile(masked, backend="coil"), inputs)
+    for g, w in zip(got, _grads(masked, inputs)):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    assert _attention_ops(coil_records(), "forward")
+
+
+def test_a_mask_of_another_dtype_keeps_the_written_form():
+    # bf16 scores plus a float32 mask promote to float32: no attention call takes that mask.
+    def fn(q, k, v, mask):
+        s = q @ k.transpose(-2, -1) * 0.5 + mask
+        return torch.softmax(s, dim=-1).to(q.dtype) @ v
+
+    q, k, v = (torch.randn(1, 2, 8, 8, dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.randn(8, 8)
+    reset_compiler()
+    out = torch.compile(fn, backend="coil")(q, k, v, mask)
+    torch.testing.assert_close(out, fn(q, k, v, mask))
+    assert not _rewritten(coil_records())

@@ -48,7 +48,9 @@ def test_random_programs_match_eager_with_dynamic_sizes(tmp_path):
     # one (python -m coil.fuzz --dynamic). Found: var's correction read as 0 when Dynamo made it
     # a SymInt (seed 5125); a narrow of an input with a symbolic length in [0, 1] returned as a
     # copy, which AOTAutograd turned back into a view at the input's first element (seed 32095).
-    seeds = [*range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT), 32095]
+    # Seed 4130: a layer norm of constant rows, pure rounding at the second size (judged against
+    # float64, coil.fuzz._check).
+    seeds = [*range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT), 32095, 4130]
     _check_seeds(seeds, tmp_path, dynamic=True)
 
 

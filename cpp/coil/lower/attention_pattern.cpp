@@ -64,6 +64,20 @@ class Matcher {
       absorbed_.push_back(t);
       t = g_.node(t).args[0].node;
     }
+    // An optional additive mask (scaled scores + mask: sdpa's attn_mask), in the scores' dtype
+    // and broadcast to them.
+    const Node& an = g_.node(t);
+    if (an.target == "aten.add.Tensor" && an.args.size() == 2 && an.kwargs.empty() &&
+        an.args[0].is_node() && an.args[1].is_node()) {
+      int side = leads_to_scores(an.args[0].node) ? 0 : 1;
+      int mask = an.args[1 - side].node;
+      if (!leads_to_scores(an.args[side].node) || !single_user(t) ||
+          !broadcasts_to(mask, an.meta.at(0)))
+        return std::nullopt;
+      m.mask = mask;
+      absorbed_.push_back(t);
+      t = an.args[side].node;
+    }
     // An optional scale by a constant.
     const Node& tn = g_.node(t);
     bool div = tn.target == "aten.div.Tensor", mul = tn.target == "aten.mul.Tensor";
@@ -126,6 +140,34 @@ class Matcher {
       absorbed_.push_back(id);
       id = n.args[0].node;
     }
+  }
+
+  // Whether node id is the scores (a product, through views) or a constant's scale of them.
+  bool leads_to_scores(int id) const {
+    const Node* n = &g_.node(id);
+    if ((n->target == "aten.div.Tensor" || n->target == "aten.mul.Tensor") && !n->args.empty() &&
+        n->args[0].is_node())
+      n = &g_.node(n->args[0].node);
+    while (n->target == "aten.view.default" || n->target == "aten._unsafe_view.default" ||
+           n->target == "aten.reshape.default" || n->target == "aten.clone.default") {
+      if (n->args.empty() || !n->args[0].is_node()) return false;
+      n = &g_.node(n->args[0].node);
+    }
+    return n->target == "aten.bmm.default";
+  }
+
+  // A mask of the scores' dtype whose sizes broadcast to theirs (each equal or 1).
+  bool broadcasts_to(int mask, const graph::TensorMeta& scores) const {
+    const Node& n = g_.node(mask);
+    if (n.meta.size() != 1) return false;
+    const graph::TensorMeta& mm = n.meta[0];
+    if (mm.dtype != scores.dtype || mm.device != scores.device || mm.rank() > scores.rank())
+      return false;
+    size_t lead = scores.rank() - mm.rank();
+    for (size_t d = 0; d < mm.rank(); ++d) {
+      if (mm.sizes[d] != Expr(1) && mm.sizes[d] != scores.sizes[lead + d]) return false;
+    }
+    return true;
   }
 
   // A change of dtype alone (_to_copy on one device, strided, no memory format).
@@ -270,10 +312,13 @@ std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
       std::string name = n.name + "_attention";
       while (names.count(name)) name += "_";
       names.insert(name);
+      std::vector<std::pair<std::string, Arg>> kwargs;
+      if (m.mask >= 0) kwargs.emplace_back("attn_mask", Arg::node_ref(ids[m.mask]));
+      kwargs.emplace_back("scale", Arg::floating(m.scale));
       int call =
           out.add_call(name, "aten.scaled_dot_product_attention.default",
                        {Arg::node_ref(ids[m.q]), Arg::node_ref(ids[m.k]), Arg::node_ref(ids[m.v])},
-                       {{"scale", Arg::floating(m.scale)}}, {result}, n.stack_trace);
+                       kwargs, {result}, n.stack_trace);
       std::vector<Arg> shape;
       for (const Expr& e : n.meta[0].sizes) shape.push_back(size_arg(e));
       ids[n.id] =

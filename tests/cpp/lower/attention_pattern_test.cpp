@@ -23,6 +23,7 @@ struct Options {
   // with cast_back = false the probabilities stay float32 (no product could read them).
   bool autocast = false;
   bool cast_back = true;
+  bool mask = false;  // a [2, 1, 1, 16] additive mask on the scaled scores
 };
 
 // softmax(q @ k^T / 8) @ v on [2, 4, 16, 8] q, k, v, as AOTAutograd leaves it.
@@ -44,6 +45,7 @@ graph::Graph attention(const Options& o) {
   Arg q = b.input("arg0_1", contiguous({2, 4, 16, 8}));
   Arg k = b.input("arg1_1", contiguous({2, 4, 16, 8}));
   Arg v = b.input("arg2_1", contiguous({2, o.broadcast_v ? 1 : 4, 16, 8}));
+  Arg mask = o.mask ? b.input("arg3_1", contiguous({2, 1, 1, 16})) : Arg{};
   Arg eq =
       b.call("expand", "aten.expand.default", {q, ints({2, 4, 16, 8})}, contiguous({2, 4, 16, 8}));
   Arg vq = b.call("view", "aten.view.default", {eq, ints({8, 16, 8})}, contiguous({8, 16, 8}));
@@ -59,6 +61,9 @@ graph::Graph attention(const Options& o) {
   Arg s4 = b.call("view_2", "aten.view.default", {bmm, ints({2, 4, 16, 16})},
                   contiguous({2, 4, 16, 16}));
   Arg sc = b.call("div", o.scale_op, {s4, test::farg(8.0)}, contiguous({2, 4, 16, 16}));
+  if (o.mask) {
+    sc = b.call("add", "aten.add.Tensor", {sc, mask}, contiguous({2, 4, 16, 16}));
+  }
   if (o.autocast) sc = cast("_to_copy", sc, graph::DType::Float32);
   Arg p = b.call("_softmax", "aten._softmax.default", {sc, test::iarg(-1), test::barg(false)},
                  o.autocast ? test::contiguous({2, 4, 16, 16}) : contiguous({2, 4, 16, 16}));
@@ -117,6 +122,16 @@ TEST(AttentionPattern, AutocastsFloat32SoftmaxBetweenBf16ProductsIsAbsorbed) {
   std::vector<AttentionMatch> found = find_attention(attention(o));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].absorbed.size(), 16u);  // the 14 nodes from q, k, v to bmm_1, and both casts
+}
+
+TEST(AttentionPattern, AnAdditiveMaskBecomesTheAttentionMask) {
+  Options o;
+  o.mask = true;
+  std::optional<graph::Graph> g = rewrite_attention(attention(o));
+  ASSERT_TRUE(g.has_value());
+  EXPECT_TRUE(mentions(*g, "(%arg0_1, %arg1_1, %arg2_1, attn_mask=%arg3_1, scale=0.125)"))
+      << g->to_text();
+  EXPECT_FALSE(mentions(*g, "aten.add.Tensor")) << g->to_text();
 }
 
 TEST(AttentionPattern, AFloat32SoftmaxNotCastBackIsNoAttention) {
