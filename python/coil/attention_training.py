@@ -33,19 +33,22 @@ _PROVENANCE = ("stack_trace", "nn_module_stack", "source_fn_stack")
 
 
 def _may_hold_attention(gm: torch.fx.GraphModule, example_inputs) -> bool:
-    """Cheap filters before tracing: a graph that is differentiated, calls a softmax and holds no
-    higher-order op."""
+    """Cheap filters before tracing: a graph that is differentiated, calls a softmax and a matrix
+    product, and holds no higher-order op."""
     if not torch.is_grad_enabled():
         return False
     if not any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
         return False
-    softmax = False
+    softmax = product = False
     for node in gm.graph.nodes:
         if isinstance(node.target, torch._ops.HigherOrderOperator):
             return False  # a checkpointed region, a wrapped autocast...: left as the user wrote it
-        if node.op in ("call_function", "call_method") and "softmax" in str(node.target):
-            softmax = True
-    return softmax
+        if node.op not in ("call_function", "call_method"):
+            continue
+        name = getattr(node.target, "__name__", str(node.target))
+        softmax |= name in ("softmax", "_softmax")  # (a loss's log_softmax is no attention)
+        product |= name in ("matmul", "bmm", "einsum")
+    return softmax and product
 
 
 def _trace(gm: torch.fx.GraphModule):
