@@ -89,6 +89,7 @@ NB_MODULE(_C, m) {
           d["k"] = g.node(a.k).name;
           d["v"] = g.node(a.v).name;
           d["scale"] = a.scale;
+          d["mask_negated"] = a.mask_negated;
           if (a.mask >= 0) {
             d["mask"] = g.node(a.mask).name;
           } else {

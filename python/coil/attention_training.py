@@ -87,9 +87,12 @@ def rewrite(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule | 
         product = nodes[m["product"]]
         q, k, v = nodes[m["q"]], nodes[m["k"]], nodes[m["v"]]
         kwargs = {"scale": m["scale"]}
-        if m["mask"] is not None:
-            kwargs["attn_mask"] = nodes[m["mask"]]
         with traced.graph.inserting_before(product):
+            if m["mask"] is not None:
+                mask = nodes[m["mask"]]
+                if m["mask_negated"]:  # the scores' -inf places: attn_mask keeps the others
+                    mask = traced.graph.call_function(aten.logical_not.default, (mask,))
+                kwargs["attn_mask"] = mask
             call = traced.graph.call_function(
                 aten.scaled_dot_product_attention.default, (q, k, v), kwargs)
             flat = traced.graph.call_function(aten.flatten.using_ints, (call, 0, 1))

@@ -231,3 +231,42 @@ def test_a_mask_of_another_dtype_keeps_the_written_form():
     out = torch.compile(fn, backend="coil")(q, k, v, mask)
     torch.testing.assert_close(out, fn(q, k, v, mask))
     assert not _rewritten(coil_records())
+
+
+def _causal(q, k, v, keep):
+    # nanoGPT's written-out attention: the scores where the mask is 0 set to -inf.
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    att = att.masked_fill(keep[:, :, : q.shape[2], : q.shape[2]] == 0, float("-inf"))
+    return torch.softmax(att, dim=-1) @ v
+
+
+def test_a_masked_fill_with_minus_infinity_is_a_bool_attention_mask():
+    torch.manual_seed(0)
+    keep = torch.tril(torch.ones(24, 24)).view(1, 1, 24, 24)
+    q, k, v = (torch.randn(2, 3, 20, 16) for _ in range(3))
+    reset_compiler()
+    with torch.no_grad():
+        out = torch.compile(_causal, backend="coil")(q, k, v, keep)
+    torch.testing.assert_close(out, _causal(q, k, v, keep), atol=1e-5, rtol=1e-4)
+    assert _rewritten(coil_records())
+    reset_compiler()
+    inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+    causal = lambda q, k, v: _causal(q, k, v, keep)  # noqa: E731
+    got = _grads(torch.compile(causal, backend="coil"), inputs)
+    for g, w in zip(got, _grads(causal, inputs)):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    assert _attention_ops(coil_records(), "forward")
+
+
+def test_a_masked_fill_with_a_finite_value_keeps_the_written_form():
+    # A row masked out entirely is uniform under a finite fill and NaN under -inf: no rewrite.
+    def fn(q, k, v, drop):
+        att = (q @ k.transpose(-2, -1)).masked_fill(drop, -1e4)
+        return torch.softmax(att, dim=-1) @ v
+
+    q, k, v = (torch.randn(1, 2, 8, 8) for _ in range(3))
+    drop = torch.rand(8, 8) > 0.5
+    reset_compiler()
+    out = torch.compile(fn, backend="coil")(q, k, v, drop)
+    torch.testing.assert_close(out, fn(q, k, v, drop))
+    assert not _rewritten(coil_records())

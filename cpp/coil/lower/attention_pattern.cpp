@@ -2,6 +2,7 @@
 #include "coil/lower/attention_pattern.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -65,18 +66,28 @@ class Matcher {
       t = g_.node(t).args[0].node;
     }
     // An optional additive mask (scaled scores + mask: sdpa's attn_mask), in the scores' dtype
-    // and broadcast to them.
+    // and broadcast to them; or scores where a bool mask is true set to -inf (masked_fill, or the
+    // where it decomposes to): sdpa's bool attn_mask is the mask's negation.
     const Node& an = g_.node(t);
     if (an.target == "aten.add.Tensor" && an.args.size() == 2 && an.kwargs.empty() &&
         an.args[0].is_node() && an.args[1].is_node()) {
       int side = leads_to_scores(an.args[0].node) ? 0 : 1;
       int mask = an.args[1 - side].node;
       if (!leads_to_scores(an.args[side].node) || !single_user(t) ||
-          !broadcasts_to(mask, an.meta.at(0)))
+          !broadcasts_to(mask, an.meta.at(0), an.meta.at(0).dtype))
         return std::nullopt;
       m.mask = mask;
       absorbed_.push_back(t);
       t = an.args[side].node;
+    } else if (std::optional<std::pair<int, int>> filled = minus_inf_where(t)) {
+      auto [mask, scores] = *filled;
+      if (!leads_to_scores(scores) || !single_user(t) ||
+          !broadcasts_to(mask, an.meta.at(0), graph::DType::Bool))
+        return std::nullopt;
+      m.mask = mask;
+      m.mask_negated = true;
+      absorbed_.push_back(t);
+      t = scores;
     }
     // An optional scale by a constant.
     const Node& tn = g_.node(t);
@@ -156,13 +167,32 @@ class Matcher {
     return n->target == "aten.bmm.default";
   }
 
-  // A mask of the scores' dtype whose sizes broadcast to theirs (each equal or 1).
-  bool broadcasts_to(int mask, const graph::TensorMeta& scores) const {
+  // (mask, x) where node id is x with -inf where mask is true: masked_fill(x, mask, -inf) or
+  // where(mask, scalar_tensor(-inf), x).
+  std::optional<std::pair<int, int>> minus_inf_where(int id) const {
+    const Node& n = g_.node(id);
+    auto minus_inf = [](const Arg& a) {
+      return a.kind == Arg::Kind::Float && a.f < 0 && std::isinf(a.f);
+    };
+    if (n.target == "aten.masked_fill.Scalar" && n.args.size() == 3 && n.kwargs.empty() &&
+        n.args[0].is_node() && n.args[1].is_node() && minus_inf(n.args[2]))
+      return std::make_pair(n.args[1].node, n.args[0].node);
+    if (n.target == "aten.where.self" && n.args.size() == 3 && n.args[0].is_node() &&
+        n.args[1].is_node() && n.args[2].is_node()) {
+      const Node& fill = g_.node(n.args[1].node);
+      if (fill.target == "aten.scalar_tensor.default" && !fill.args.empty() &&
+          minus_inf(fill.args[0]))
+        return std::make_pair(n.args[0].node, n.args[2].node);
+    }
+    return std::nullopt;
+  }
+
+  // A mask of the given dtype whose sizes broadcast to the scores' (each equal or 1).
+  bool broadcasts_to(int mask, const graph::TensorMeta& scores, graph::DType dtype) const {
     const Node& n = g_.node(mask);
     if (n.meta.size() != 1) return false;
     const graph::TensorMeta& mm = n.meta[0];
-    if (mm.dtype != scores.dtype || mm.device != scores.device || mm.rank() > scores.rank())
-      return false;
+    if (mm.dtype != dtype || mm.device != scores.device || mm.rank() > scores.rank()) return false;
     size_t lead = scores.rank() - mm.rank();
     for (size_t d = 0; d < mm.rank(); ++d) {
       if (mm.sizes[d] != Expr(1) && mm.sizes[d] != scores.sizes[lead + d]) return false;
@@ -313,7 +343,16 @@ std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
       while (names.count(name)) name += "_";
       names.insert(name);
       std::vector<std::pair<std::string, Arg>> kwargs;
-      if (m.mask >= 0) kwargs.emplace_back("attn_mask", Arg::node_ref(ids[m.mask]));
+      if (m.mask >= 0 && m.mask_negated) {
+        std::string keep = n.name + "_keep";
+        while (names.count(keep)) keep += "_";
+        names.insert(keep);
+        int negated = out.add_call(keep, "aten.logical_not.default", {Arg::node_ref(ids[m.mask])},
+                                   {}, g.node(m.mask).meta, n.stack_trace);
+        kwargs.emplace_back("attn_mask", Arg::node_ref(negated));
+      } else if (m.mask >= 0) {
+        kwargs.emplace_back("attn_mask", Arg::node_ref(ids[m.mask]));
+      }
       kwargs.emplace_back("scale", Arg::floating(m.scale));
       int call =
           out.add_call(name, "aten.scaled_dot_product_attention.default",

@@ -8,7 +8,8 @@
 // clone and an _unsafe_view), where every step is read only by the
 // next (so nothing else needs the scores: a training graph that saves them for its backward is
 // left as it is), the expands broadcast nothing, an optional mask of the scores' dtype that
-// broadcasts to them is added to the scaled scores (sdpa's attn_mask), a softmax in float32 between
+// broadcasts to them is added to the scaled scores (sdpa's attn_mask) or a bool one sets them to
+// -inf (masked_fill; attn_mask is its negation), a softmax in float32 between
 // products in a 16-bit dtype is cast up before and back after (autocast), and q, k, v are 4-D
 // tensors of one floating dtype and device with the same batch dims. The second product becomes a
 // view of the attention's result, laid out like q (what ATen's kernels return for such inputs; the
@@ -28,7 +29,8 @@ namespace coil::lower {
 struct AttentionMatch {
   int product = -1;
   int q = -1, k = -1, v = -1;
-  int mask = -1;  // an additive mask (sdpa's attn_mask), or -1
+  int mask = -1;              // an additive or bool mask (sdpa's attn_mask), or -1
+  bool mask_negated = false;  // a bool mask of the scores set to -inf: attn_mask is its negation
   double scale = 1.0;
   std::vector<int> absorbed;  // the second product included
 };

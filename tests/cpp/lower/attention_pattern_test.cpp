@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "../test_graphs.h"
 
 namespace coil::lower {
@@ -23,7 +25,9 @@ struct Options {
   // with cast_back = false the probabilities stay float32 (no product could read them).
   bool autocast = false;
   bool cast_back = true;
-  bool mask = false;  // a [2, 1, 1, 16] additive mask on the scaled scores
+  bool mask = false;       // a [2, 1, 1, 16] additive mask on the scaled scores
+  bool bool_mask = false;  // a [16, 16] bool mask whose true places get -inf (masked_fill)
+  double fill = -std::numeric_limits<double>::infinity();
 };
 
 // softmax(q @ k^T / 8) @ v on [2, 4, 16, 8] q, k, v, as AOTAutograd leaves it.
@@ -46,6 +50,8 @@ graph::Graph attention(const Options& o) {
   Arg k = b.input("arg1_1", contiguous({2, 4, 16, 8}));
   Arg v = b.input("arg2_1", contiguous({2, o.broadcast_v ? 1 : 4, 16, 8}));
   Arg mask = o.mask ? b.input("arg3_1", contiguous({2, 1, 1, 16})) : Arg{};
+  Arg drop =
+      o.bool_mask ? b.input("arg4_1", test::contiguous({16, 16}, graph::DType::Bool)) : Arg{};
   Arg eq =
       b.call("expand", "aten.expand.default", {q, ints({2, 4, 16, 8})}, contiguous({2, 4, 16, 8}));
   Arg vq = b.call("view", "aten.view.default", {eq, ints({8, 16, 8})}, contiguous({8, 16, 8}));
@@ -63,6 +69,10 @@ graph::Graph attention(const Options& o) {
   Arg sc = b.call("div", o.scale_op, {s4, test::farg(8.0)}, contiguous({2, 4, 16, 16}));
   if (o.mask) {
     sc = b.call("add", "aten.add.Tensor", {sc, mask}, contiguous({2, 4, 16, 16}));
+  }
+  if (o.bool_mask) {
+    sc = b.call("masked_fill", "aten.masked_fill.Scalar", {sc, drop, test::farg(o.fill)},
+                contiguous({2, 4, 16, 16}));
   }
   if (o.autocast) sc = cast("_to_copy", sc, graph::DType::Float32);
   Arg p = b.call("_softmax", "aten._softmax.default", {sc, test::iarg(-1), test::barg(false)},
@@ -132,6 +142,17 @@ TEST(AttentionPattern, AnAdditiveMaskBecomesTheAttentionMask) {
   EXPECT_TRUE(mentions(*g, "(%arg0_1, %arg1_1, %arg2_1, attn_mask=%arg3_1, scale=0.125)"))
       << g->to_text();
   EXPECT_FALSE(mentions(*g, "aten.add.Tensor")) << g->to_text();
+}
+
+TEST(AttentionPattern, MinusInfinityWhereABoolMaskIsTrueIsItsNegationAsTheAttentionMask) {
+  Options o;
+  o.bool_mask = true;
+  std::optional<graph::Graph> g = rewrite_attention(attention(o));
+  ASSERT_TRUE(g.has_value());
+  EXPECT_TRUE(mentions(*g, "= aten.logical_not.default(%arg4_1)")) << g->to_text();
+  EXPECT_TRUE(mentions(*g, "attn_mask=%bmm_1_keep, scale=0.125)")) << g->to_text();
+  o.fill = -1e4;  // a finite fill is no mask: a row masked out entirely would differ
+  EXPECT_TRUE(find_attention(attention(o)).empty());
 }
 
 TEST(AttentionPattern, AFloat32SoftmaxNotCastBackIsNoAttention) {
