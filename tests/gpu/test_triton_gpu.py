@@ -348,3 +348,38 @@ def test_training_attention_under_autocast_calls_flash_attention():
     torch.testing.assert_close(got_grad, want_grad, atol=2e-3, rtol=5e-2)
     forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
     assert any("attention" in op for op in forward), forward
+
+
+def test_causal_masked_fill_attention_under_autocast_is_one_call():
+    # nanoGPT's written-out causal attention (masked_fill with -inf) in a bf16-autocast training
+    # step: sdpa with the mask's negation as its bool attn_mask, values and gradients as eager's.
+    import math
+
+    import coil
+
+    torch.manual_seed(0)
+    keep = torch.tril(torch.ones(256, 256, device=DEV)).view(1, 1, 256, 256)
+    qkv = torch.nn.Linear(128, 384, device=DEV)
+
+    def block(x):
+        b, s, _ = x.shape
+        q, k, v = qkv(x).view(b, s, 3, 2, 64).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(64))
+        att = att.masked_fill(keep[:, :, :s, :s] == 0, float("-inf"))
+        return (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, s, 128)
+
+    def step(fn, x):
+        qkv.zero_grad()
+        with torch.autocast("cuda", dtype=BF16):
+            out = fn(x)
+        out.float().square().mean().backward()
+        return out, qkv.weight.grad.clone()
+
+    coil.reset()
+    x = torch.randn(4, 200, 128, device=DEV)
+    want, want_grad = step(block, x)
+    got, got_grad = step(torch.compile(block, backend="coil"), x)
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(got_grad, want_grad, atol=2e-3, rtol=5e-2)
+    forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
+    assert any("attention" in op for op in forward), forward
