@@ -317,12 +317,31 @@ def test_lm_head_logits_are_written_in_place_by_row_groups():
     assert peak < 1.05 * expected.numel() * expected.element_size(), peak
 
 
+def _check_autocast_attention_step(block, qkv, x):
+    """One bf16-autocast training step of `block` (its projection `qkv`), eager against coil:
+    values and the projection's gradient, and an attention call in coil's forward graph."""
+    import coil
+
+    def step(fn):
+        qkv.zero_grad()
+        with torch.autocast("cuda", dtype=BF16):
+            out = fn(x)
+        out.float().square().mean().backward()
+        return out, qkv.weight.grad.clone()
+
+    coil.reset()
+    want, want_grad = step(block)
+    got, got_grad = step(torch.compile(block, backend="coil"))
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(got_grad, want_grad, atol=2e-3, rtol=5e-2)
+    forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
+    assert any("attention" in op for op in forward), forward
+
+
 def test_training_attention_under_autocast_calls_flash_attention():
     # Written-out attention in a bf16-autocast training step: rewritten before AOTAutograd
     # (python/coil/attention_training.py), so the forward saves no [B, H, S, S] probabilities.
     import math
-
-    import coil
 
     torch.manual_seed(0)
     qkv = torch.nn.Linear(256, 768, device=DEV)
@@ -333,29 +352,13 @@ def test_training_attention_under_autocast_calls_flash_attention():
         att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1)
         return (att @ v).transpose(1, 2).reshape(b, s, 256)
 
-    def step(fn, x):
-        qkv.zero_grad()
-        with torch.autocast("cuda", dtype=BF16):
-            out = fn(x)
-        out.float().square().mean().backward()
-        return out, qkv.weight.grad.clone()
-
-    coil.reset()
-    x = torch.randn(4, 512, 256, device=DEV)
-    want, want_grad = step(block, x)
-    got, got_grad = step(torch.compile(block, backend="coil"), x)
-    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
-    torch.testing.assert_close(got_grad, want_grad, atol=2e-3, rtol=5e-2)
-    forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
-    assert any("attention" in op for op in forward), forward
+    _check_autocast_attention_step(block, qkv, torch.randn(4, 512, 256, device=DEV))
 
 
 def test_causal_masked_fill_attention_under_autocast_is_one_call():
     # nanoGPT's written-out causal attention (masked_fill with -inf) in a bf16-autocast training
     # step: sdpa with the mask's negation as its bool attn_mask, values and gradients as eager's.
     import math
-
-    import coil
 
     torch.manual_seed(0)
     keep = torch.tril(torch.ones(256, 256, device=DEV)).view(1, 1, 256, 256)
@@ -368,18 +371,4 @@ def test_causal_masked_fill_attention_under_autocast_is_one_call():
         att = att.masked_fill(keep[:, :, :s, :s] == 0, float("-inf"))
         return (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, s, 128)
 
-    def step(fn, x):
-        qkv.zero_grad()
-        with torch.autocast("cuda", dtype=BF16):
-            out = fn(x)
-        out.float().square().mean().backward()
-        return out, qkv.weight.grad.clone()
-
-    coil.reset()
-    x = torch.randn(4, 200, 128, device=DEV)
-    want, want_grad = step(block, x)
-    got, got_grad = step(torch.compile(block, backend="coil"), x)
-    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
-    torch.testing.assert_close(got_grad, want_grad, atol=2e-3, rtol=5e-2)
-    forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
-    assert any("attention" in op for op in forward), forward
+    _check_autocast_attention_step(block, qkv, torch.randn(4, 200, 128, device=DEV))

@@ -190,6 +190,23 @@ def test_a_checkpointed_attention_keeps_the_users_checkpoint():
     assert not _attention_ops(coil_records(), "backward")
 
 
+def _check_inference_and_training(fn, qkv):
+    """fn(q, k, v) compiled without gradients (one attention call, values within float32
+    rounding of the written form's) and in training (an attention call in the forward graph,
+    gradients of q, k, v within float32 rounding; masks need none)."""
+    reset_compiler()
+    with torch.no_grad():
+        out = torch.compile(fn, backend="coil")(*qkv)
+    torch.testing.assert_close(out, fn(*qkv), atol=1e-5, rtol=1e-4)
+    assert _rewritten(coil_records())
+    reset_compiler()
+    inputs = [t.clone().requires_grad_() for t in qkv]
+    got = _grads(torch.compile(fn, backend="coil"), inputs)
+    for g, w in zip(got, _grads(fn, inputs)):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    assert _attention_ops(coil_records(), "forward")
+
+
 def _masked(q, k, v, mask):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask
     return torch.softmax(s, dim=-1) @ v
@@ -205,18 +222,7 @@ def test_an_additive_mask_is_the_attention_mask(mask_shape):
     k, v = torch.randn(2, 3, 24, 16), torch.randn(2, 3, 24, 16)
     mask = torch.randn(*mask_shape)
     mask[..., -3:] = float("-inf")  # some keys masked out for every query
-    reset_compiler()
-    with torch.no_grad():
-        out = torch.compile(_masked, backend="coil")(q, k, v, mask)
-    torch.testing.assert_close(out, _masked(q, k, v, mask), atol=1e-5, rtol=1e-4)
-    assert _rewritten(coil_records())
-    reset_compiler()
-    inputs = [t.clone().requires_grad_() for t in (q, k, v)]
-    masked = lambda q, k, v: _masked(q, k, v, mask)  # noqa: E731  (a mask needs no gradient)
-    got = _grads(torch.compile(masked, backend="coil"), inputs)
-    for g, w in zip(got, _grads(masked, inputs)):
-        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
-    assert _attention_ops(coil_records(), "forward")
+    _check_inference_and_training(lambda q, k, v: _masked(q, k, v, mask), (q, k, v))
 
 
 def test_a_mask_of_another_dtype_keeps_the_written_form():
@@ -244,18 +250,7 @@ def test_a_masked_fill_with_minus_infinity_is_a_bool_attention_mask():
     torch.manual_seed(0)
     keep = torch.tril(torch.ones(24, 24)).view(1, 1, 24, 24)
     q, k, v = (torch.randn(2, 3, 20, 16) for _ in range(3))
-    reset_compiler()
-    with torch.no_grad():
-        out = torch.compile(_causal, backend="coil")(q, k, v, keep)
-    torch.testing.assert_close(out, _causal(q, k, v, keep), atol=1e-5, rtol=1e-4)
-    assert _rewritten(coil_records())
-    reset_compiler()
-    inputs = [t.clone().requires_grad_() for t in (q, k, v)]
-    causal = lambda q, k, v: _causal(q, k, v, keep)  # noqa: E731
-    got = _grads(torch.compile(causal, backend="coil"), inputs)
-    for g, w in zip(got, _grads(causal, inputs)):
-        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
-    assert _attention_ops(coil_records(), "forward")
+    _check_inference_and_training(lambda q, k, v: _causal(q, k, v, keep), (q, k, v))
 
 
 def test_a_masked_fill_with_a_finite_value_keeps_the_written_form():
