@@ -314,6 +314,16 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         # the scores scaled by a division or a product.
         k = (a * 0.5).transpose(-2, -1)
         s = a @ k / p["scale"] if p["divide"] else (a @ k) * p["scale"]
+        # A mask, by the scale drawn (no draw of its own: the seeds' programs stay as they were):
+        # added to the scores (sdpa's float attn_mask; computed from a, so it needs a gradient
+        # in training) or -inf above the diagonal (nanoGPT's masked_fill: a bool attn_mask).
+        mask = {0.25: "add", 3.0: "causal"}.get(p["scale"])
+        if mask == "add":
+            s = s + (a.mean(-1, keepdim=True) * 0.1).transpose(-2, -1)
+        elif mask == "causal":
+            n = s.shape[-1]
+            keep = torch.ones(n, n, device=a.device).tril()
+            s = s.masked_fill(keep == 0, float("-inf"))
         return torch.softmax(s, dim=-1) @ a
     if op == "max_pool2d":
         k, stride, pad = p.get("window", (2, 2, 0))

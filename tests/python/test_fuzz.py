@@ -49,8 +49,9 @@ def test_random_programs_match_eager_with_dynamic_sizes(tmp_path):
     # a SymInt (seed 5125); a narrow of an input with a symbolic length in [0, 1] returned as a
     # copy, which AOTAutograd turned back into a view at the input's first element (seed 32095).
     # Seed 4130: a layer norm of constant rows, pure rounding at the second size (judged against
-    # float64, coil.fuzz._check).
-    seeds = [*range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT), 32095, 4130]
+    # float64, coil.fuzz._check). Seed 1531: a convolution of a flipped input got a view with
+    # the symbolic stride -s1 (garbage values); symbolic strides must be nonnegative to be views.
+    seeds = [*range(DYNAMIC_FIRST_SEED, DYNAMIC_FIRST_SEED + DYNAMIC_COUNT), 32095, 4130, 1531]
     _check_seeds(seeds, tmp_path, dynamic=True)
 
 
@@ -125,7 +126,7 @@ def test_sixteen_bit_outputs_may_be_closer_to_float64_than_eager():
 
     program, inputs = generate(20182)
     expected = _eager(program, inputs)
-    assert _as_close_as_eager(program, inputs, expected, expected)
+    assert _as_close_as_eager(program, inputs, expected, expected, 2e-2)
     wrong = [e + 0.25 if e.dtype.is_floating_point else e for e in expected]
-    assert not _as_close_as_eager(program, inputs, wrong, expected)
+    assert not _as_close_as_eager(program, inputs, wrong, expected, 2e-2)
     assert any(t.dtype == torch.bfloat16 for t in inputs)

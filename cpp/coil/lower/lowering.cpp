@@ -43,11 +43,18 @@ std::optional<ir::TensorRef> as_strided_view(const TensorBox& box) {
   ref.strides = affine->coeffs;
   ref.offset = affine->constant;
   // A negative stride (flip) is no tensor torch can make: such a box is no view (found by the
-  // fuzzer, seed 8140: mm of a flipped input read memory before the tensor).
+  // fuzzer, seed 8140: mm of a flipped input read memory before the tensor). With symbolic
+  // sizes the stride must be shown nonnegative for every size in range: -s1 is a flip too
+  // (seed 1531 under --dynamic: a convolution of a flipped input read garbage).
   // (A size-1 dim's stride is never used: 0 will do.)
   for (size_t i = 0; i < ref.strides.size(); ++i) {
-    auto c = ref.strides[i].as_int();
-    if (!c || *c >= 0) continue;
+    const Expr& st = ref.strides[i];
+    auto c = st.as_int();
+    // Interval arithmetic cannot show every layout stride nonnegative (a conv output's
+    // FloorDivs); a flip's stride is minus a layout stride, negative at the size hints too.
+    sym::Range r = c ? sym::Range{*c, *c} : sym::bounds(st, sym::RangeEnv{});
+    bool nonnegative = r.lo >= 0 || (r.hi >= 0 && sym::size_hint(st, sym::RangeEnv{}) >= 0);
+    if (nonnegative) continue;
     if (ref.sizes[i] != Expr(1)) return std::nullopt;
     ref.strides[i] = 0;
   }

@@ -71,7 +71,11 @@ TensorBox reshape(const TensorBox& x, const std::vector<Expr>& sizes) {
   if (sizes == x.sizes) return x;
   // A view of memory whose merged dims are contiguous: new strides, no floor division or modulo
   // (with symbolic sizes the simplifier cannot always fold (i // s) * s + i % s back into i).
-  if (auto ref = as_strided_view(x)) {
+  // (Static sizes simplify well enough, and their fusion decisions were tuned on that form:
+  // there the remapping stays.)
+  bool symbolic =
+      std::any_of(x.sizes.begin(), x.sizes.end(), [](const Expr& e) { return !e.as_int(); });
+  if (auto ref = symbolic ? as_strided_view(x) : std::nullopt) {
     if (auto strides = view_strides(x.sizes, ref->strides, sizes)) {
       Expr index = ref->offset;
       for (size_t i = 0; i < sizes.size(); ++i) {
