@@ -19,6 +19,13 @@ namespace {
 
 using Match = AttentionMatch;
 
+// Ops whose result has its operand's values in a new shape (a clone is the copy a view of a
+// strided operand needs).
+bool same_values(const std::string& target) {
+  return target == "aten.view.default" || target == "aten._unsafe_view.default" ||
+         target == "aten.reshape.default" || target == "aten.clone.default";
+}
+
 class Matcher {
  public:
   explicit Matcher(const Graph& g) : g_(g) {}
@@ -142,8 +149,7 @@ class Matcher {
     while (true) {
       const Node& n = g_.node(id);
       // (A clone is the copy a view of a strided operand needs: the same values.)
-      bool view = n.target == "aten.view.default" || n.target == "aten._unsafe_view.default" ||
-                  n.target == "aten.reshape.default" || n.target == "aten.clone.default";
+      bool view = same_values(n.target);
       bool expand = n.target == "aten.expand.default";
       if (!view && !expand) return id;
       if (n.args.empty() || !n.args[0].is_node() || !single_user(id)) return id;
@@ -159,8 +165,7 @@ class Matcher {
     if ((n->target == "aten.div.Tensor" || n->target == "aten.mul.Tensor") && !n->args.empty() &&
         n->args[0].is_node())
       n = &g_.node(n->args[0].node);
-    while (n->target == "aten.view.default" || n->target == "aten._unsafe_view.default" ||
-           n->target == "aten.reshape.default" || n->target == "aten.clone.default") {
+    while (same_values(n->target)) {
       if (n->args.empty() || !n->args[0].is_node()) return false;
       n = &g_.node(n->args[0].node);
     }
