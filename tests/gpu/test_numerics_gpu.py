@@ -280,7 +280,9 @@ def test_transformer_block(dtype):
     m = Block().to(DEV, dtype).eval()
     x = randn(4, 128, 256, dtype=dtype)
     with torch.no_grad():
-        check(m, x, tol=CHAIN[dtype] if dtype == F32 else dict(atol=0.1, rtol=0.05))
+        # The written-out causal attention becomes one scaled_dot_product_attention call.
+        check(m, x, tol=CHAIN[dtype] if dtype == F32 else dict(atol=0.1, rtol=0.05),
+              fallbacks_allowed=("aten.scaled_dot_product_attention.default",))
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
