@@ -65,9 +65,13 @@ void assign_stages(const ir::Program& prog, Kernel& k) {
   }
 }
 
-bool same_layout(const ir::Layout& a, const ir::Layout& b) {
-  return a.dtype == b.dtype && a.device == b.device && a.sizes == b.sizes &&
-         a.strides == b.strides && a.offset == b.offset;
+// Can b's storage be a's? Same dtype, device, offset and bytes: the shapes may differ (a
+// product's [96, 512, 512] scores and the [8, 12, 512, 512] softmax over them), since an in-place
+// store is checked element by element (can_write_in_place compares storage offsets).
+bool same_storage(const ir::Layout& a, const ir::Layout& b) {
+  if (a.dtype != b.dtype || a.device != b.device || !(a.offset == b.offset)) return false;
+  std::string bytes = storage_bytes(a);
+  return !bytes.empty() && bytes == storage_bytes(b);
 }
 
 // May member `writer` of k store its buffer over `victim` (which k reads for the last time)?
@@ -301,7 +305,7 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
             continue;  // made by this kernel: still in use
           const BufferPlan& vp = s.buffers[v.name];
           if (!vp.stored || vp.free_step != static_cast<int>(step) ||
-              !same_layout(v.layout, b.layout))
+              !same_storage(v.layout, b.layout))
             continue;
           if (!can_write_in_place(prog, k, mi, v.name)) continue;
           plan.reuses = v.name;

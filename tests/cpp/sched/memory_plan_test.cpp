@@ -371,6 +371,37 @@ TEST(MemoryPlan, ASoftmaxWritesOverTheScoresItsLoopsHaveRead) {
   }
 }
 
+TEST(MemoryPlan, ASoftmaxOfAnotherShapeWritesOverTheProductItViews) {
+  // Attention's scores come out of a bmm as [6, 16, 16] and the softmax is stored as
+  // [2, 3, 16, 16] (BERT's training graph saves it): the same bytes, element for element, so
+  // the softmax still takes the product's memory. A shape that covers other bytes (a slice)
+  // cannot.
+  for (bool sliced : {false, true}) {
+    GraphBuilder b;
+    Arg q = b.input("arg0_1", contiguous({6, 16, 16}));
+    Arg mm = b.call("bmm", "aten.bmm.default", {q, q}, contiguous({6, 16, 16}));
+    Arg v =
+        b.call("view", "aten.view.default", {mm, ints({2, 3, 16, 16})}, contiguous({2, 3, 16, 16}));
+    Arg scores = v;
+    if (sliced) {
+      scores =
+          b.call("slice", "aten.slice.Tensor", {v, test::iarg(3), test::iarg(0), test::iarg(8)},
+                 strided({2, 3, 16, 8}, {768, 256, 16, 1}));
+    }
+    std::vector<sym::Expr> out_sizes = {2, 3, 16, sliced ? 8 : 16};
+    Arg sm = b.call("_softmax", "aten._softmax.default",
+                    {scores, test::iarg(-1), test::barg(false)}, contiguous(out_sizes));
+    Scheduled r = schedule(b.finish({sm}));
+    const ir::Buffer* softmax = nullptr;
+    for (const ir::Buffer& buf : r.prog.buffers) {
+      if (buf.origins.count("_softmax") && !buf.is_reduction() && r.plan(buf.name).stored)
+        softmax = &buf;
+    }
+    ASSERT_NE(softmax, nullptr) << r.s.schedule_text(r.prog);
+    EXPECT_EQ(r.plan(softmax->name).in_place, !sliced) << r.s.schedule_text(r.prog);
+  }
+}
+
 // ---- mutations of graph inputs ----
 
 // copy_ into a graph input (batch norm's running statistics in an inference graph): a library

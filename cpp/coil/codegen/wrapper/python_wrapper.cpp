@@ -342,8 +342,14 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   auto allocate = [&](const ir::Buffer& b) {
     const sched::BufferPlan& plan = s.buffers.at(b.name);
     if (plan.in_place) {
-      out << "    " << b.name << " = " << plan.reuses << "; del " << plan.reuses
-          << "  # reuse in place\n";
+      const ir::Layout& was = prog.buffer(plan.reuses).layout;
+      if (was.sizes == b.layout.sizes && was.strides == b.layout.strides) {
+        out << "    " << b.name << " = " << plan.reuses;
+      } else {  // the same bytes in another shape (a product's scores under their softmax)
+        out << "    " << b.name << " = reinterpret_tensor(" << plan.reuses << ", "
+            << tuple_text(b.layout.sizes) << ", " << tuple_text(b.layout.strides) << ", 0)";
+      }
+      out << "; del " << plan.reuses << "  # reuse in place\n";
       return;
     }
     if (!plan.reuses.empty()) {
