@@ -344,6 +344,16 @@ TEST(MemoryPlan, AKernelReadingABufferThroughAnIndirectIndexDoesNotStoreOverIt) 
   EXPECT_FALSE(r.plan("buf1").in_place) << r.s.schedule_text(r.prog);
   EXPECT_EQ(r.plan("buf1").reuses, "");
 }
+// The stored output of the graph's _softmax (not its max and sum), or null.
+const ir::Buffer* stored_softmax(const Scheduled& r) {
+  const ir::Buffer* softmax = nullptr;
+  for (const ir::Buffer& buf : r.prog.buffers) {
+    if (buf.origins.count("_softmax") && !buf.is_reduction() && r.plan(buf.name).stored)
+      softmax = &buf;
+  }
+  return softmax;
+}
+
 TEST(MemoryPlan, ASoftmaxWritesOverTheScoresItsLoopsHaveRead) {
   // mm's result is read by the softmax's three loops over each row (max, sum, output) at the
   // element the last one stores: each row is read before it is written over, so the output takes
@@ -361,11 +371,7 @@ TEST(MemoryPlan, ASoftmaxWritesOverTheScoresItsLoopsHaveRead) {
                     {scores, test::iarg(-1), test::barg(false)}, contiguous({16, 16}));
     Arg out = b.call("mm_1", "aten.mm.default", {sm, x}, contiguous({16, 16}));
     Scheduled r = schedule(b.finish({out}));
-    const ir::Buffer* softmax = nullptr;
-    for (const ir::Buffer& buf : r.prog.buffers) {
-      if (buf.origins.count("_softmax") && !buf.is_reduction() && r.plan(buf.name).stored)
-        softmax = &buf;
-    }
+    const ir::Buffer* softmax = stored_softmax(r);
     ASSERT_NE(softmax, nullptr) << r.s.schedule_text(r.prog);
     EXPECT_EQ(r.plan(softmax->name).in_place, !transposed) << r.s.schedule_text(r.prog);
   }
@@ -392,11 +398,7 @@ TEST(MemoryPlan, ASoftmaxOfAnotherShapeWritesOverTheProductItViews) {
     Arg sm = b.call("_softmax", "aten._softmax.default",
                     {scores, test::iarg(-1), test::barg(false)}, contiguous(out_sizes));
     Scheduled r = schedule(b.finish({sm}));
-    const ir::Buffer* softmax = nullptr;
-    for (const ir::Buffer& buf : r.prog.buffers) {
-      if (buf.origins.count("_softmax") && !buf.is_reduction() && r.plan(buf.name).stored)
-        softmax = &buf;
-    }
+    const ir::Buffer* softmax = stored_softmax(r);
     ASSERT_NE(softmax, nullptr) << r.s.schedule_text(r.prog);
     EXPECT_EQ(r.plan(softmax->name).in_place, !sliced) << r.s.schedule_text(r.prog);
   }

@@ -341,21 +341,17 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
   for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
   auto allocate = [&](const ir::Buffer& b) {
     const sched::BufferPlan& plan = s.buffers.at(b.name);
-    if (plan.in_place) {
-      const ir::Layout& was = prog.buffer(plan.reuses).layout;
-      if (was.sizes == b.layout.sizes && was.strides == b.layout.strides) {
-        out << "    " << b.name << " = " << plan.reuses;
-      } else {  // the same bytes in another shape (a product's scores under their softmax)
-        out << "    " << b.name << " = reinterpret_tensor(" << plan.reuses << ", "
-            << tuple_text(b.layout.sizes) << ", " << tuple_text(b.layout.strides) << ", 0)";
-      }
-      out << "; del " << plan.reuses << "  # reuse in place\n";
-      return;
-    }
     if (!plan.reuses.empty()) {
-      out << "    " << b.name << " = reinterpret_tensor(" << plan.reuses << ", "
-          << tuple_text(b.layout.sizes) << ", " << tuple_text(b.layout.strides) << ", 0)\n";
-      out << "    del " << plan.reuses << "  # reuse\n";
+      // Another buffer's storage: as it is when taken in place in its own shape, else seen in
+      // this buffer's (a pooled buffer of the same bytes, a softmax over a product's scores).
+      const ir::Layout& was = prog.buffer(plan.reuses).layout;
+      bool as_is = plan.in_place && was.sizes == b.layout.sizes && was.strides == b.layout.strides;
+      out << "    " << b.name << " = "
+          << (as_is ? plan.reuses
+                    : "reinterpret_tensor(" + plan.reuses + ", " + tuple_text(b.layout.sizes) +
+                          ", " + tuple_text(b.layout.strides) + ", 0)")
+          << (plan.in_place ? "; del " + plan.reuses + "  # reuse in place\n"
+                            : "\n    del " + plan.reuses + "  # reuse\n");
       return;
     }
     std::string shape = tuple_text(b.layout.sizes) + ", " + tuple_text(b.layout.strides) + ", ";
