@@ -4,6 +4,10 @@ torch.profiler, side by side, plus wall time per call and the first call's time.
     python scripts/gpu_profile.py --model gpt2 [--batch 8 --seq 512] [--top 25]
     python scripts/gpu_profile.py --model resnet50 --batch 64 --backends "inductor;coil;coil:channels_last=off"
 
+    python scripts/gpu_profile.py --case vit_b_16_train [--backends inductor,coil]
+
+--case takes any coil.bench case at the bench's CUDA size (a training case times its whole step:
+forward under its autocast, an MSE loss, backward; gradients dropped between calls).
 Models: gpt2, gpt2_lm (with the LM head), resnet18/resnet50/mobilenet_v3_large (coil.bench.vision).
 A backend "coil:KEY=VALUE+..." runs coil under coil.config.patch(KEY=VALUE) ("true"/"false" are
 booleans); separate backends with ";" when one has options.
@@ -33,8 +37,32 @@ def build(model: str, batch: int, seq: int):
     raise SystemExit(f"unknown model {model}")
 
 
-def profile(name, call, inputs, top):
-    with torch.no_grad():
+def case_step(name: str):
+    """A bench case's model, its inputs and a call maker: the forward, or a whole training step."""
+    from coil.bench import cases
+
+    built = cases.find(name).build("cuda", "cuda")
+    if not name.endswith("_train"):
+        return built.fn, tuple(built.inputs), lambda mod: mod
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=built.autocast):
+        target = torch.randn_like(built.fn(*built.inputs).float())
+
+    def make(mod):
+        compiled = mod
+
+        def step(*inputs):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=built.autocast):
+                out = compiled(*inputs)
+            (out.float() - target).square().mean().backward()
+            built.fn.zero_grad(set_to_none=True)
+
+        return step
+
+    return built.fn, tuple(built.inputs), make
+
+
+def profile(name, call, inputs, top, train=False):
+    with torch.enable_grad() if train else torch.no_grad():
         torch.cuda.synchronize()
         t = time.perf_counter()
         call(*inputs)
@@ -69,13 +97,19 @@ def profile(name, call, inputs, top):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="gpt2")
+    p.add_argument("--case", default=None, help="a coil.bench case instead of --model")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--backends", default="eager,inductor,coil")
     a = p.parse_args()
     torch.manual_seed(0)
-    model, inputs, fn = build(a.model, a.batch, a.seq)
+    train = bool(a.case and a.case.endswith("_train"))
+    if a.case:
+        model, inputs, make = case_step(a.case)
+        fn = lambda mod: mod  # noqa: E731
+    else:
+        model, inputs, fn = build(a.model, a.batch, a.seq)
     import contextlib
 
     for backend in a.backends.split(";") if ";" in a.backends else a.backends.split(","):
@@ -90,7 +124,9 @@ def main():
             ctx = coil.config.patch(**kw)
         with ctx:
             call = fn(model) if name == "eager" else torch.compile(fn(model), backend=name)
-            profile(backend, call, inputs, a.top)
+            if a.case:
+                call = make(call)
+            profile(backend, call, inputs, a.top, train)
     try:
         import coil
 

@@ -158,7 +158,8 @@ def test_sum(dim):
         ((3, 2500), 1, "per"),  # a long row: persistent, one row per block
         # rnumel > 32768: a loop over r with block accumulators (a prime rnumel: not split)
         ((2, 40009), 1, "red"),
-        ((3000, 40), 0, "red"),  # a column reduction: looped, wide XBLOCK
+        # A column reduction: looped, wide XBLOCK (3001 rows, a prime: not split into partials)
+        ((3001, 40), 0, "red"),
     ],
     ids=["long_row", "looped_row", "looped_column"],
 )
@@ -246,6 +247,24 @@ def test_split_reduction(op):
     check_triton(fns[op], x, atol=1e-3, rtol=1e-3)
     names = [n for r in requires_coil().compiled_graphs() for n in r.kernel_names]
     assert len(names) == 2, names  # the partial pass and the final pass
+
+
+def test_split_column_reduction_with_pointwise_outputs(tmp_path):
+    # A norm backward's weight gradients: column sums over 4096 rows of 64 columns (2 programs of
+    # whole columns) split into [64, 64] partials; the pointwise result the same loop stores, and
+    # a per-row statistic read beside the matrix, come out as eager's.
+    x, dy, w = make_tensor((4096, 64)), make_tensor((4096, 64)), make_tensor((64,))
+    rstd = make_tensor((4096, 1))
+
+    def f(x, dy, w, rstd):
+        xhat = x * rstd
+        return (dy * xhat).sum(0), dy.sum(0), dy * w * rstd
+
+    with requires_coil().config.patch(debug_dir=str(tmp_path)):
+        check_triton(f, x, dy, w, rstd, atol=1e-3, rtol=1e-3)
+    kernels = "".join(p.read_text() for p in tmp_path.rglob("triton_*.py"))
+    assert "split reduction: 64 partial sums of 64 elements" in kernels, kernels[:4000]
+    assert "(only 64 columns, summed over 4096 rows" in kernels, kernels[:4000]
 
 
 # ---- indirect indexing ----

@@ -140,7 +140,10 @@ Expr round_up(const Expr& e, int64_t m) {
 }
 
 // The operand to pass for a matrix argument: zero-extended to `sizes` where those are larger,
-// stored (when coil computes it) with its leading dimension padded, in eager's orientation.
+// stored (when coil computes it) in eager's orientation with its leading dimension padded. The
+// stored operand becomes the node's value: later readers load it rather than compute it again,
+// and a transposed view of it (a backward's t(grad) for the weight's gradient) is passed as a
+// view instead of being stored a second time.
 TensorBox gemm_operand(Lowering& L, const graph::Arg& a, const std::vector<Expr>& sizes) {
   const TensorBox& b = L.box(a);
   const graph::Node& src = L.graph().node(a.node);
@@ -150,9 +153,11 @@ TensorBox gemm_operand(Lowering& L, const graph::Arg& a, const std::vector<Expr>
   if (src.meta.size() == 1 && src.meta[0].strides.size() == b.rank())
     dense = ir::Layout::dense_strides_like(sizes, src.meta[0].strides);
   std::vector<Expr> padded = gemm_strides(sizes, dense, b.dtype);
-  if (!extend && padded == dense) return b;  // stored with eager's strides by add_extern
-  TensorBox stored = L.realize(extend ? zero_extend(b, sizes) : b, &padded);
-  if (!extend) L.replace_value(a, stored);  // the same tensor: later readers may use it
+  if (extend) return L.realize(zero_extend(b, sizes), &padded);
+  if (std::optional<TensorBox> view = L.store_under_permute(a, padded)) return *view;
+  bool created = false;
+  TensorBox stored = L.realize_shared(b, &padded, /*fixed=*/false, &created);
+  if (created) L.replace_value(a, stored);  // the same tensor (see Lowering::realize_shared)
   return stored;
 }
 

@@ -137,14 +137,32 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
     }
   }
   if (m && exact && (!ref || ref->strides != m->strides)) exact_ref = exact_layout(L, box, *m);
+  // A value coil computes is stored for the call and becomes the node's value: later readers
+  // load it instead of computing it again, and views of it (a transpose for the next product)
+  // are passed as views rather than stored once more. Not where an equal value of another node
+  // was stored already: two graph outputs must not share storage.
+  bool computed = !given && !ref;
+  if (computed && m && !exact) {
+    std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
+    if (std::optional<TensorBox> view = L.store_under_permute(a, strides)) {
+      tensors.push_back(*as_strided_view(*view));
+      return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
+    }
+  }
+  auto store = [&](const std::vector<Expr>* strides) {
+    bool created = false;
+    TensorBox stored = L.realize_shared(box, strides, /*fixed=*/false, &created);
+    ref = as_strided_view(stored);
+    if (computed && created && ref) L.replace_value(a, stored);
+  };
   if (exact_ref) {
     ref = exact_ref;
   } else if (m &&
              (!ref || (eager_strides && !same_strides(ref->sizes, ref->strides, m->strides)))) {
     std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
-    ref = as_strided_view(L.realize_shared(box, &strides));
+    store(&strides);
   }
-  if (!ref) ref = as_strided_view(L.realize_shared(box));
+  if (!ref) store(nullptr);
   tensors.push_back(*ref);
   return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
 }
@@ -170,7 +188,76 @@ bool strides_known_at_call(const graph::Graph& g, const std::vector<graph::Tenso
   return true;
 }
 
+// The dims of node n's input that its dims are, for a view that only permutes dims (t, permute,
+// transpose); nullopt for other nodes.
+std::optional<std::vector<size_t>> permutation_of(const Lowering& L, const graph::Node& n) {
+  if (n.meta.size() != 1 || n.args.empty()) return std::nullopt;
+  size_t rank = n.meta[0].sizes.size();
+  auto dim = [&](const Expr& e) -> std::optional<size_t> {
+    auto v = e.as_int();
+    if (!v || rank == 0) return std::nullopt;
+    int64_t d = *v < 0 ? *v + static_cast<int64_t>(rank) : *v;
+    if (d < 0 || d >= static_cast<int64_t>(rank)) return std::nullopt;
+    return static_cast<size_t>(d);
+  };
+  std::vector<size_t> perm(rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = i;
+  if (n.target == "aten.t.default") {
+    if (rank == 2) std::swap(perm[0], perm[1]);
+    return perm;
+  }
+  if (n.target == "aten.transpose.int" && n.args.size() == 3) {
+    auto d0 = dim(L.int_arg(n.args[1])), d1 = dim(L.int_arg(n.args[2]));
+    if (!d0 || !d1) return std::nullopt;
+    std::swap(perm[*d0], perm[*d1]);
+    return perm;
+  }
+  if (n.target == "aten.permute.default" && n.args.size() == 2) {
+    std::vector<Expr> dims = L.int_list(n.args[1]);
+    if (dims.size() != rank) return std::nullopt;
+    std::vector<bool> seen(rank, false);
+    for (size_t i = 0; i < rank; ++i) {
+      auto d = dim(dims[i]);
+      if (!d || seen[*d]) return std::nullopt;
+      seen[*d] = true;
+      perm[i] = *d;
+    }
+    return perm;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<TensorBox> Lowering::store_under_permute(const graph::Arg& a,
+                                                       const std::vector<Expr>& strides) {
+  if (a.kind != graph::Arg::Kind::Node) return std::nullopt;
+  const graph::Node& view = g_.node(a.node);
+  std::optional<std::vector<size_t>> perm = permutation_of(*this, view);
+  if (!perm) return std::nullopt;
+  const graph::Arg& base_arg = view.args.at(0);
+  if (base_arg.kind != graph::Arg::Kind::Node || host_scalar(base_arg.node)) return std::nullopt;
+  const auto& base_values = values_.at(base_arg.node);
+  if (base_values.size() != 1 || as_strided_view(base_values[0])) return std::nullopt;
+  TensorBox base = base_values[0];
+  const TensorBox& vbox = box(a);
+  size_t rank = perm->size();
+  if (base.rank() != rank || vbox.rank() != rank || strides.size() != rank) return std::nullopt;
+  std::vector<Expr> base_strides(rank);
+  for (size_t i = 0; i < rank; ++i) base_strides[(*perm)[i]] = strides[i];
+  bool created = false;
+  TensorBox stored = realize_shared(base, &base_strides, /*fixed=*/false, &created);
+  std::vector<Expr> idx(rank);
+  for (size_t i = 0; i < rank; ++i) idx[(*perm)[i]] = ir::index_var(static_cast<int>(i));
+  TensorBox out = remap(stored, vbox.sizes, idx);
+  out.origins.insert(vbox.origins.begin(), vbox.origins.end());
+  if (!as_strided_view(out)) return std::nullopt;
+  if (created) {
+    replace_value(base_arg, stored);
+    replace_value(a, out);
+  }
+  return out;
+}
 
 void Lowering::replace_value(const graph::Arg& a, TensorBox box) {
   values_.at(a.node).at(0) = std::move(box);

@@ -339,7 +339,8 @@ TensorBox Lowering::realize(const TensorBox& box, const std::vector<Expr>* strid
 }
 
 TensorBox Lowering::realize_shared(const TensorBox& box, const std::vector<Expr>* strides,
-                                   bool fixed) {
+                                   bool fixed, bool* created) {
+  if (created) *created = false;
   // Bodies, sizes and strides are interned, so "the same" is a pointer comparison.
   std::vector<Expr> st = strides ? *strides : default_strides(box.sizes);
   std::vector<const void*> key = {box.body.get(),
@@ -356,6 +357,7 @@ TensorBox Lowering::realize_shared(const TensorBox& box, const std::vector<Expr>
   }
   TensorBox stored = realize(box, &st, fixed);
   realized_[key] = prog_.buffers.back().name;
+  if (created) *created = true;
   return stored;
 }
 

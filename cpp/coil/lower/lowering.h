@@ -195,9 +195,10 @@ class Lowering {
   // realize() for an extern call's argument: the same body stored with the same layout is
   // stored once, so a value several calls take (one attention mask for every layer's attention)
   // is computed and held once. Only for arguments: their buffers are never written again (only
-  // graph inputs are mutated), where two graph outputs must not share storage.
+  // graph inputs are mutated), where two graph outputs must not share storage. `created`, when
+  // given, says whether a new buffer was made (false: an equal one already held the values).
   TensorBox realize_shared(const TensorBox& box, const std::vector<Expr>* strides = nullptr,
-                           bool fixed = false);
+                           bool fixed = false, bool* created = nullptr);
   // The strides a stored box gets when none are asked for: channels-last for 4-D tensors of a
   // channels-last graph, contiguous otherwise.
   std::vector<Expr> default_strides(const std::vector<Expr>& sizes) const;
@@ -232,6 +233,13 @@ class Lowering {
   const std::string* host_scalar(int id) const;
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.
   void replace_value(const graph::Arg& a, TensorBox box);
+  // For an argument that is a transpose or permute of a value coil computes (a backward's
+  // t(grad) before grad itself reaches a product): stores that value, laid out so that the view
+  // has `strides`, makes the stored value and the view the nodes' values, and returns the view.
+  // One buffer serves the view and the value's other readers. nullopt for other arguments
+  // (extern_call.cpp).
+  std::optional<TensorBox> store_under_permute(const graph::Arg& a,
+                                               const std::vector<Expr>& strides);
   // GPU graphs with reduced-precision 2-D convolutions keep 4-D tensors channels-last (NHWC):
   // cuDNN's fast convolutions take and return that layout (decided in run()).
   bool channels_last() const { return channels_last_; }

@@ -19,8 +19,10 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coil/ir/program.h"
@@ -113,6 +115,12 @@ struct Schedule {
 // ---- passes ----
 std::vector<Access> buffer_reads(const ir::Buffer& b);  // in the buffer's v/u variables
 bool is_scatter_kernel(const ir::Program& prog, const Kernel& k);
+// How far `index` moves for one step of vars[ix] and one of vars[ir] (split_reduction.cpp): its
+// affine coefficients, or, where a modulo or division makes it piecewise, the steps from the
+// origin. nullopt where another symbol (a size) or a symbolic coefficient is involved.
+std::optional<std::pair<int64_t, int64_t>> index_steps(const Expr& index,
+                                                       const std::vector<Expr>& vars, size_t ix,
+                                                       size_t ir);
 void remove_dead_buffers(ir::Program& prog, Schedule& s);
 void fuse(const ir::Program& prog, Schedule& s);
 void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies

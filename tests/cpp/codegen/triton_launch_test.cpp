@@ -16,14 +16,16 @@ using test::contiguous;
 using test::GraphBuilder;
 using test::iarg;
 
-LaunchPlan plan_for(const graph::Graph& g) {
+// The plan of the first kernel; `kernels`: how many the graph must make (a split reduction
+// makes two: the partial pass first).
+LaunchPlan plan_for(const graph::Graph& g, size_t kernels = 1) {
   lower::LowerOptions lopts;
   lopts.triton = true;
   ir::Program prog = lower::lower_graph(g, lopts);
   sched::ScheduleOptions sopts;
   sopts.gpu = true;
   sched::Schedule s = sched::schedule_program(prog, sopts);
-  EXPECT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels.size(), kernels);
   return plan_launch(s.kernels.at(0));
 }
 
@@ -94,9 +96,16 @@ TEST(TritonLaunch, ColumnReductionsKeepWideBlocks) {
   LaunchPlan shortcol = plan_for(column_sum(100, 4096));
   EXPECT_TRUE(shortcol.persistent);
   for (const LaunchConfig& c : shortcol.launch.configs) EXPECT_GE(c.xblock, 32);
-  LaunchPlan longcol = plan_for(column_sum(784, 4096));
+  // 4096 columns are 128 programs of 32: the 784 rows split into 4 partial column sums of 196
+  // (a [4, 4096] partial), which still loop with wide column blocks.
+  LaunchPlan longcol = plan_for(column_sum(784, 4096), 2);
   EXPECT_FALSE(longcol.persistent) << longcol.decisions.back();
+  EXPECT_TRUE(mentions(longcol, "rnumel=196, columns: reads contiguous along x"))
+      << longcol.decisions.back();
   for (const LaunchConfig& c : longcol.launch.configs) EXPECT_GE(c.xblock, 16);
+  // Enough columns for the machine: one pass.
+  LaunchPlan wide = plan_for(column_sum(784, 16384));
+  EXPECT_FALSE(mentions(wide, "split reduction"));
   // Rows keep their configs (8 rows, then 1 row per block).
   LaunchPlan rows = plan_for(softmax_of({2048, 256}));
   ASSERT_EQ(rows.launch.configs.size(), 2u);
