@@ -1,6 +1,9 @@
 """What is alive at the peak of one training step, Inductor against coil (CUDA).
 
-    python scripts/gpu_peak_blocks.py bert_train [--top 25]
+    python scripts/gpu_peak_blocks.py bert_train [--top 25] [--debug-dir DIR]
+
+An inference case (a name without `_train`) is one forward call under no_grad instead of a step.
+With --debug-dir, coil writes its debug folders there (graph.json, schedule.txt, output_code.py).
 
 Builds the bench case (coil.bench.cases, the bench's size class on CUDA), compiles it with each
 backend, runs two warm steps, then records one step with torch.cuda.memory's allocation history
@@ -19,6 +22,10 @@ from coil.bench import cases
 
 
 def _step(fn, built, target):
+    if not built.train:
+        with torch.no_grad():
+            fn(*built.inputs)
+        return
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=built.autocast):
         out = fn(*built.inputs)
     loss = (out.float() - target).square().mean()
@@ -50,13 +57,15 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("case")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--debug-dir", default="")
     args = p.parse_args()
     case = cases.find(args.case)
     for backend in ("inductor", "coil"):
         torch.manual_seed(0)
         built = case.build("cuda", "cuda")
         model = copy.deepcopy(built.fn)
-        fn = torch.compile(model, backend=backend)
+        options = {"debug_dir": args.debug_dir} if backend == "coil" and args.debug_dir else None
+        fn = torch.compile(model, backend=backend, options=options)
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=built.autocast):
             target = torch.randn_like(built.fn(*built.inputs).float())
         for _ in range(2):

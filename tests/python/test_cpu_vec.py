@@ -159,13 +159,18 @@ def test_transposed_output_and_inputs(vectorize):
     check(lambda x, y: (x.t() + y).t().contiguous() * 2, make_tensor((40, 33)), make_tensor((33, 40)))
 
 
-@pytest.mark.parametrize("shape", [(256, 128), (200, 45), (33, 300)], ids=["even", "odd", "short"])
-def test_tiled_transposes(shape, vectorize, debug):
-    # Tiles of 128x128, full and partial: the transposed read goes through a transposed tile.
-    a, b = make_tensor(shape), make_tensor(shape[::-1])
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape", [(256, 128), (200, 45), (33, 300), (131, 263)],
+                         ids=["even", "odd", "short", "ragged"])
+def test_tiled_transposes(shape, dtype, vectorize, debug):
+    # Tiles of 128x128, full and partial, with edges that are not whole 8x8 register blocks: the
+    # transposed read goes through a transposed tile (coil_transpose_tile: register blocks, then
+    # the edges element by element).
+    a, b = make_tensor(shape, dtype), make_tensor(shape[::-1], dtype)
     check(lambda x, y: torch.sigmoid(x.t()) + y * 2, a, b)
     text = kernel_text(debug)
-    assert "at::vec::transpose_mxn<float>(" in text and "'s tile, transposed" in text, text
+    ty = "float" if dtype == F32 else "double"
+    assert f"coil_transpose_tile<{ty}>(" in text and "'s tile, transposed" in text, text
 
 
 def test_embedding_rows(vectorize):

@@ -118,9 +118,10 @@ class Emitter {
   std::string lanes_read(const std::string& buf, const Expr& idx, DType d);
 
   // Tiled kernels (Kernel::tile): each read contiguous along the tile's outer loop xa rather than
-  // its vector loop xb is transposed, a tile at a time, into a local buffer (at::vec's
-  // transpose_mxn: 16x16 blocks in registers), so that both the read of the input and the vector
-  // loop's read of the tile are contiguous. The buffers are emitted here, before the xa loop.
+  // its vector loop xb is transposed, a tile at a time, into a local buffer
+  // (coil_transpose_tile in prelude.h: 8x8 or 16x16 float blocks in registers), so that both the
+  // read of the input and the vector loop's read of the tile are contiguous. The buffers are
+  // emitted here, before the xa loop.
   void transposed_tiles(const std::string& size_a, const std::string& size_b);
 
   void vector_value(Value v);

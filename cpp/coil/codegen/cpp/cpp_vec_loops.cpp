@@ -99,9 +99,10 @@ std::string Emitter::lanes_read(const std::string& buf, const Expr& idx, DType d
 }
 
 // Tiled kernels (Kernel::tile): each read contiguous along the tile's outer loop xa rather than
-// its vector loop xb is transposed, a tile at a time, into a local buffer (at::vec's
-// transpose_mxn: 16x16 blocks in registers), so that both the read of the input and the vector
-// loop's read of the tile are contiguous. The buffers are emitted here, before the xa loop.
+// its vector loop xb is transposed, a tile at a time, into a local buffer
+// (coil_transpose_tile in prelude.h: 8x8 or 16x16 float blocks in registers), so that both the
+// read of the input and the vector loop's read of the tile are contiguous. The buffers are
+// emitted here, before the xa loop.
 void Emitter::transposed_tiles(const std::string& size_a, const std::string& size_b) {
   size_t nx = k_.xsizes.size();
   Expr xa = Expr::symbol("x" + std::to_string(nx - 2));
@@ -129,7 +130,7 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
       std::string ty = ctype(v.dtype());
       line("alignas(64) " + ty + " " + name + "[" + t + " * " + t + "];  // " + v->buffer +
            "'s tile, transposed");
-      line("at::vec::transpose_mxn<" + ty + ">(" + ptr_.at(v->buffer) + " + (" +
+      line("coil_transpose_tile<" + ty + ">(" + ptr_.at(v->buffer) + " + (" +
            index_text(v->buffer, origin) + "), " + sym::to_cpp(*sb, env_) + ", " + name + ", " + t +
            ", std::min<int64_t>(" + t + ", " + size_b + " - xt1), std::min<int64_t>(" + t + ", " +
            size_a + " - xt0));");

@@ -375,6 +375,50 @@ template <typename T>
 inline VecF coil_vround(const VecF& v) {
   return std::get<0>(at::vec::convert_to_float<T>(at::vec::convert_from_float<T>(v, v)));
 }
+// The m x n block at src (rows ld_src apart) transposed into dst (rows ld_dst apart):
+// dst[j * ld_dst + i] = src[i * ld_src + j]. at::vec's transpose_mxn with sizes known only at
+// run time is an element-by-element loop except for float under AVX-512 (16x16 blocks in
+// registers); under AVX2 whole 8x8 float blocks go through its register transpose
+// (transpose_mxn<float, 8, 8>) and only the edges are copied element by element. Other types
+// are copied in 8x8 blocks, the tile staying in cache.
+template <typename T>
+inline void coil_transpose_tile(const T* src, int64_t ld_src, T* dst, int64_t ld_dst, int64_t m,
+                                int64_t n) {
+#if defined(CPU_CAPABILITY_AVX512)
+  if constexpr (std::is_same_v<T, float>) {
+    at::vec::transpose_mxn<float>(src, ld_src, dst, ld_dst, static_cast<int>(m),
+                                  static_cast<int>(n));
+    return;
+  }
+#elif defined(CPU_CAPABILITY_AVX2)
+  if constexpr (std::is_same_v<T, float>) {
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) {
+        at::vec::transpose_mxn<float, 8, 8>(src + i * ld_src + j, ld_src, dst + j * ld_dst + i,
+                                            ld_dst);
+      }
+      for (; j < n; ++j) {
+        for (int64_t k = i; k < i + 8; ++k) dst[j * ld_dst + k] = src[k * ld_src + j];
+      }
+    }
+    for (; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) dst[j * ld_dst + i] = src[i * ld_src + j];
+    }
+    return;
+  }
+#endif
+  for (int64_t i0 = 0; i0 < m; i0 += 8) {
+    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+      for (int64_t i = i0; i < std::min<int64_t>(i0 + 8, m); ++i) {
+        for (int64_t j = j0; j < std::min<int64_t>(j0 + 8, n); ++j) {
+          dst[j * ld_dst + i] = src[i * ld_src + j];
+        }
+      }
+    }
+  }
+}
 // f(var, lane value) for the n lanes: stores that are not contiguous along the loop.
 template <typename V, typename F>
 inline void coil_vstore_lanes(const V& v, const F& f, int64_t base, int64_t n) {
