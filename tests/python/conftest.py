@@ -296,6 +296,14 @@ def assert_no_eager_fallback() -> None:
     assert not bad, f"graphs {bad} failed to build and ran eagerly (eager_fallback=True)"
 
 
+def kernel_text(debug_dir) -> str:
+    """Every kernels.cpp the compiled graphs wrote to debug_dir (the debug_dir option)."""
+    texts = []
+    for root, _, files in os.walk(debug_dir):
+        texts += [open(os.path.join(root, f)).read() for f in files if f == "kernels.cpp"]
+    return "\n".join(texts)
+
+
 def check(
     fn,
     *inputs,

@@ -9,7 +9,15 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import BACKEND, check, coil_records, make_input, make_tensor, reset_compiler
+from conftest import (
+    BACKEND,
+    check,
+    coil_records,
+    kernel_text,
+    make_input,
+    make_tensor,
+    reset_compiler,
+)
 
 pytestmark = pytest.mark.skipif(BACKEND != "coil", reason="tests coil's C++ kernels")
 
@@ -30,14 +38,6 @@ def debug(monkeypatch, tmp_path):
 
     monkeypatch.setattr(coil.config.options, "debug_dir", str(tmp_path))
     return tmp_path
-
-
-def kernel_text(debug_dir) -> str:
-    """Every kernels.cpp the compiled graphs wrote to debug_dir."""
-    texts = []
-    for root, _, files in os.walk(debug_dir):
-        texts += [open(os.path.join(root, f)).read() for f in files if f == "kernels.cpp"]
-    return "\n".join(texts)
 
 
 # (4, 37): 37 lanes leave a tail of 5 (AVX-512) or 5 (AVX2) in every row.

@@ -239,18 +239,21 @@ TEST(CppKernel, SoftmaxComputesEachExpOnceThroughARowCache) {
   // where the output element goes, and the third reads it back there and writes over it; in
   // scalar and vector form alike.
   for (bool vector : {false, true}) {
-    const std::string& code = render(test::softmax(), vector).kernels.at(0).code;
+    const std::string code =
+        render(test::softmax(), vector).kernels.at(0).code;  // (a copy: the render is a temporary)
     EXPECT_TRUE(contains(code,
                          "decision: row cache: each element's exp from stage 1 kept in buf2 "
                          "until a later stage writes it there"))
         << code;
-    // One exp in the scalar loop; the vector form renders its loop twice (whole vectors, tail).
-    EXPECT_EQ(count(code, vector ? ".exp_u20()" : "std::exp("), vector ? 2u : 1u) << code;
-    EXPECT_TRUE(contains(code, vector ? "tmp3.store(out_ptr0 + (r0 + 32*x0), n_r0);"
+    // One exp in the scalar loop; the vector form renders its loop twice (whole vectors, tail),
+    // for each of the 4 rows of a row group (8 rows: two groups).
+    EXPECT_EQ(count(code, vector ? ".exp_u20()" : "std::exp("), vector ? 8u : 1u) << code;
+    EXPECT_TRUE(contains(code, vector ? "tmp6.store(out_ptr0 + (r0 + 32*x0_g0), n_r0);"
                                       : "out_ptr0[r0 + 32*x0] = tmp3;"))
         << code;
-    EXPECT_TRUE(contains(code, vector ? "auto tmp4 = VecF::loadu(out_ptr0 + (r0 + 32*x0), n_r0);"
-                                      : "float tmp4 = out_ptr0[r0 + 32*x0];"))
+    EXPECT_TRUE(contains(code, vector
+                                   ? "auto tmp19 = VecF::loadu(out_ptr0 + (r0 + 32*x0_g1), n_r0);"
+                                   : "float tmp4 = out_ptr0[r0 + 32*x0];"))
         << code;
   }
 }
@@ -258,7 +261,7 @@ TEST(CppKernel, SoftmaxComputesEachExpOnceThroughARowCache) {
 TEST(CppKernel, RowCachesOnlyHoldWhatALaterStageComputesAgain) {
   // log_softmax's loops share x - max; layer_norm's variance loop and output loop x - mean.
   for (const graph::Graph& g : {test::log_softmax(), test::layer_norm()}) {
-    const std::string& code = render(g).kernels.at(0).code;
+    const std::string code = render(g).kernels.at(0).code;  // (a copy: the render is a temporary)
     EXPECT_TRUE(contains(code, "decision: row cache: each element's sub from stage 1")) << code;
   }
   // A bfloat16 output cannot hold a float32 exponential until it is overwritten: computed again.
@@ -267,7 +270,8 @@ TEST(CppKernel, RowCachesOnlyHoldWhatALaterStageComputesAgain) {
   m.dtype = DType::BFloat16;
   graph::Arg x = g.input("arg0_1", m);
   graph::Arg out = g.call("_softmax", "aten._softmax.default", {x, iarg(-1), barg(false)}, m);
-  const std::string& code = render(g.finish({out})).kernels.at(0).code;
+  const std::string code =
+      render(g.finish({out})).kernels.at(0).code;  // (a copy: the render is a temporary)
   EXPECT_FALSE(contains(code, "row cache")) << code;
   EXPECT_EQ(count(code, "std::exp("), 2u) << code;
 }

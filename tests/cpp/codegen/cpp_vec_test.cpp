@@ -32,6 +32,12 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 TEST(CppVec, PointwiseChainIsOneVectorLoopWithAMaskedTail) {
   std::vector<KernelSource> k = render(test::pointwise_chain());
   ASSERT_EQ(k.size(), 1u);
@@ -49,14 +55,47 @@ TEST(CppVec, PointwiseChainIsOneVectorLoopWithAMaskedTail) {
 }
 
 TEST(CppVec, SoftmaxRowsAccumulateInVectorsAndReduceTheLanes) {
+  // (8 rows: two row groups of 4; each row of a group has its own accumulators and values.)
   std::vector<KernelSource> k = render(test::softmax());
   ASSERT_EQ(k.size(), 1u);
   const std::string& c = k[0].code;
-  EXPECT_TRUE(contains(c, "VecF vacc_buf0(-std::numeric_limits<float>::infinity());")) << c;
+  EXPECT_TRUE(contains(c, "VecF vacc_buf0_g2(-std::numeric_limits<float>::infinity());")) << c;
   // Lanes past the row's end keep the accumulator; the max combines NaN-propagating.
-  EXPECT_TRUE(contains(c, "vacc_buf0 = VecF::set(vacc_buf0, at::vec::maximum(vacc_buf0, ")) << c;
-  EXPECT_TRUE(contains(c, "float acc_buf0 = at::vec::vec_reduce_all<float>(")) << c;
-  EXPECT_TRUE(contains(c, "VecF(v_buf0)")) << c;  // the row's max, broadcast
+  EXPECT_TRUE(contains(c, "vacc_buf0_g1 = VecF::set(vacc_buf0_g1, at::vec::maximum(vacc_buf0_g1, "))
+      << c;
+  EXPECT_TRUE(contains(c, "float acc_buf0_g3 = at::vec::vec_reduce_all<float>(")) << c;
+  EXPECT_TRUE(contains(c, "VecF(v_buf0_g0)")) << c;  // the row's max, broadcast
+}
+
+TEST(CppVec, RowGroupsComputeFourRowsPerPassOverTheRow) {
+  std::vector<KernelSource> k = render(test::layer_norm());
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c, "// decision: row groups of 4 x points")) << c;
+  EXPECT_TRUE(contains(c, "for (int64_t xg = 0; xg < 8; xg += 4) {")) << c;
+  EXPECT_TRUE(contains(c, "const int64_t x0_g3 = xg + 3;")) << c;
+  // Every loop over the row reads each row of the group: the mean's, the variance's, the output's.
+  EXPECT_EQ(count(c, "VecF::loadu(in_ptr0 + (r0 + 32*x0_g2), n_r0)"), 4u) << c;
+  // Per-row results are stored at the row's own x.
+  EXPECT_TRUE(contains(c, "[x0_g1] = ")) << c;
+  // A loop is noted once, not once per row.
+  EXPECT_EQ(count(c, "// decision: loop r0 vectorized"), 1u) << c;
+}
+
+TEST(CppVec, RowsThatDoNotFillGroupsOrLoopsWithoutAVectorFormGoOneRowAtATime) {
+  for (int64_t rows : {6, 8}) {
+    GraphBuilder b;
+    Arg x = b.input("arg0_1", contiguous({rows, 32}));
+    // argmax has no vector form: with 8 rows too, the kernel renders one row at a time.
+    Arg y = rows == 6
+                ? b.call("amax", "aten.amax.default", {x, test::ints({-1})}, contiguous({rows}))
+                : b.call("argmax", "aten.argmax.default", {x, test::iarg(-1)},
+                         contiguous({rows}, DType::Int64));
+    std::vector<KernelSource> k = render(b.finish({y}));
+    ASSERT_EQ(k.size(), 1u);
+    EXPECT_FALSE(contains(k[0].code, "row groups")) << k[0].code;
+    EXPECT_FALSE(contains(k[0].code, "_g0")) << k[0].code;
+  }
 }
 
 TEST(CppVec, TransposedReadsGoLaneByLane) {

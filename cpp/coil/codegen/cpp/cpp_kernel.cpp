@@ -79,7 +79,14 @@ std::string Emitter::header_comment(const std::string& name) const {
   if (k_.has_reduction() && k_.column_block == 0) {
     c << "// decision: reduction looped over r inside each x point (CPU)\n";
   }
-  for (const std::string& d : vec_decisions_) c << "// decision: " << d << "\n";
+  if (rows_ > 1) {
+    c << "// decision: row groups of " << rows_ << " x points: each loop over the row reads "
+      << rows_ << " rows at a time\n";
+  }
+  std::set<std::string> said;  // (a loop rendered for several replicas is noted once)
+  for (const std::string& d : vec_decisions_) {
+    if (said.insert(d).second) c << "// decision: " << d << "\n";
+  }
   for (const std::string& d : row_cache_decisions()) c << "// decision: " << d << "\n";
   if (const ir::Buffer* sc = scatter()) {
     std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
@@ -94,8 +101,10 @@ std::string Emitter::header_comment(const std::string& name) const {
 
 std::string Emitter::index_text(const std::string& buf, const Expr& idx) {
   const ir::Buffer& b = prog_.buffer(buf);
-  // Pointers are tensor data pointers: indices are relative to the layout's storage offset.
-  return sym::to_cpp(sym::simplify(idx - b.layout.offset, env_), env_);
+  // Pointers are tensor data pointers: indices are relative to the layout's storage offset. In a
+  // row group, the x variable is the replica's.
+  Expr at = row_rename_.empty() ? idx : sym::substitute(idx, row_rename_);
+  return sym::to_cpp(sym::simplify(at - b.layout.offset, env_), env_);
 }
 
 // v's index with each indirect symbol replaced by a temporary holding its checked position
@@ -137,10 +146,13 @@ std::string Emitter::value(Value root) {
       case Op::Constant:
         memo_.back()[v.get()] = constant_text(v);
         continue;
-      case Op::IndexExpr:
+      case Op::IndexExpr: {
+        Expr at = checked_index(v);
+        if (!row_rename_.empty()) at = sym::substitute(at, row_rename_);
         text = "static_cast<" + ctype(v.dtype()) + ">(" +
-               sym::to_cpp(sym::simplify(checked_index(v), env_), env_) + ")";
+               sym::to_cpp(sym::simplify(at, env_), env_) + ")";
         break;
+      }
       case Op::Guard:
         checked_index(v);
         memo_.back()[v.get()] = *lookup(v->args[0]);
@@ -288,7 +300,7 @@ void Emitter::close_lanes() {
 void Emitter::emit_pointwise(const sched::Member& m) {
   const ir::Buffer& b = prog_.buffers[m.buffer];
   std::string val = value(kernel_body(m));
-  std::string var = "v_" + b.name;
+  std::string var = "v_" + b.name + sfx();
   if (column() && !m.inner) {
     var = lane(var);
     line(var + " = " + val + ";");
@@ -344,6 +356,9 @@ void Emitter::render_loops() {
     for (size_t i = 0; i < nx; ++i)
       headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
     parallel_loops = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
+    if (!pointwise && plan_row_group()) {
+      headers.back() = loop_header("xg", "0", size(nx - 1), std::to_string(rows_));
+    }
   }
   auto open_loop = [&](size_t i) {
     bool innermost_pointwise = pointwise && i + 1 == headers.size() && simd;
@@ -384,6 +399,17 @@ void Emitter::render_loops() {
   plan_row_caches();
   auto body = [&] {
     memo_.emplace_back();
+    row_memo_ = memo_.size() - 1;
+    if (rows_ > 1) {
+      // Each replica's x variable.
+      row_states_.assign(static_cast<size_t>(rows_), RowState{});
+      for (int64_t g = 0; g < rows_; ++g) {
+        std::string xg = last_x() + "_g" + std::to_string(g);
+        line("const int64_t " + xg + " = xg + " + std::to_string(g) + ";");
+        env_.add_index_var(Expr::symbol(xg), k_.xsizes.back());
+      }
+      set_row(0);
+    }
     for (size_t i = 0; i < k_.stages.size(); ++i) {
       stage_ = static_cast<int>(i);
       render_stage(k_.stages[i]);
@@ -479,8 +505,14 @@ KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s
   }
   // "on" vectorizes short loops too (all tail): how tests and the fuzzer reach the vector forms
   // with small tensors.
-  cpp::Emitter e(prog, s, k, vector, vectorize == "on" ? 1 : cpp::kMinVectorTrip);
-  return e.render(name);
+  int64_t min_trip = vectorize == "on" ? 1 : cpp::kMinVectorTrip;
+  try {
+    cpp::Emitter e(prog, s, k, vector, min_trip, cpp::kRowGroup);
+    return e.render(name);
+  } catch (const cpp::NoRowGroup&) {
+    cpp::Emitter e(prog, s, k, vector, min_trip);
+    return e.render(name);
+  }
 }
 
 }  // namespace coil::codegen

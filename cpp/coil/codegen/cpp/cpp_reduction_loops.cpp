@@ -49,12 +49,15 @@ std::string Emitter::simd_reduction_clauses(
 void Emitter::render_stage(const sched::Stage& stage) {
   if (!stage.inner) {
     open_lanes(true);
-    for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+    each_row([&] {
+      for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+    });
     close_lanes();
     return;
   }
   // Column mode keeps its lane loops scalar (omp simd over a block of x points).
   if (k_.rsizes.empty()) {  // a reduction over no dims (of a 0-d tensor)
+    if (rows_ > 1) throw NoRowGroup{};
     render_reduction_loops(stage, false);
     return;
   }
@@ -69,6 +72,8 @@ void Emitter::render_stage(const sched::Stage& stage) {
 // The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
 // r loop runs in vector form), and the results they leave for each x point.
 void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
+  // Row groups run vector loops only (a scalar loop renders the kernel one row at a time).
+  if (rows_ > 1 && !vector) throw NoRowGroup{};
   // Accumulators for the reductions of this loop (one per lane in column mode).
   std::vector<const sched::Member*> reductions;
   bool all_sums = true;
@@ -86,7 +91,7 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       if (acc == DType::Bool || !vec_combine_text(*b.reduction, "a", "b")) {
         throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
       }
-      line(vec() + " vacc_" + b.name + "(" + init + ");");
+      each_row([&] { line(vec() + " vacc_" + b.name + sfx() + "(" + init + ");"); });
       continue;
     }
     line(ctype(acc) + " acc_" + b.name + block + (column() ? ";" : " = " + init + ";"));
@@ -131,8 +136,11 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       std::string t = ctype(b.body.dtype()),
                   init = reduction_identity(*b.reduction, b.body.dtype());
       if (vector) {
-        line(vec() + "& vacc_" + b.name + "_total = vacc_" + b.name + ";");
-        line(vec() + " vacc_" + b.name + "(" + init + ");");
+        each_row([&] {
+          std::string n = b.name + sfx();
+          line(vec() + "& vacc_" + n + "_total = vacc_" + n + ";");
+          line(vec() + " vacc_" + n + "(" + init + ");");
+        });
       } else if (column()) {
         line(t + " (&acc_" + b.name + "_total)" + block + " = acc_" + b.name + ";");
         line(t + " acc_" + b.name + block + ";");
@@ -185,7 +193,10 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     for (const auto* m : chunked) {
       const std::string& n = prog_.buffers[m->buffer].name;
       if (vector) {
-        line("vacc_" + n + "_total = vacc_" + n + "_total + vacc_" + n + ";");
+        each_row([&] {
+          std::string g = n + sfx();
+          line("vacc_" + g + "_total = vacc_" + g + "_total + vacc_" + g + ";");
+        });
       } else if (column()) {
         line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + n + "_total[xi] = acc_" + n +
              "_total[xi] + acc_" + n + "[xi];");
@@ -197,30 +208,33 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     line("}");
   };
   auto body = [&] {
-    memo_.emplace_back();
-    open_lanes(true);
-    std::map<std::string, std::string> saved_available = available_;
-    for (int mi : stage.members) {
-      const sched::Member& m = k_.members[mi];
-      const ir::Buffer& b = prog_.buffers[m.buffer];
-      if (!b.is_reduction()) {
-        emit_pointwise(m);
-        continue;
+    // (In a row group: each point of the group in turn.)
+    each_row([&] {
+      memo_.emplace_back();
+      open_lanes(true);
+      std::map<std::string, std::string> saved_available = available_;
+      for (int mi : stage.members) {
+        const sched::Member& m = k_.members[mi];
+        const ir::Buffer& b = prog_.buffers[m.buffer];
+        if (!b.is_reduction()) {
+          emit_pointwise(m);
+          continue;
+        }
+        std::string val = value(kernel_body(m));
+        if (vector) {
+          std::string acc = "vacc_" + b.name + sfx();
+          std::string combined =
+              *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
+          // Lanes past the end of the row keep the accumulator.
+          line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count + ");");
+          continue;
+        }
+        accumulate(m, val);
       }
-      std::string val = value(kernel_body(m));
-      if (vector) {
-        std::string acc = "vacc_" + b.name;
-        std::string combined =
-            *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
-        // Lanes past the end of the row keep the accumulator.
-        line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count + ");");
-        continue;
-      }
-      accumulate(m, val);
-    }
-    available_ = saved_available;
-    close_lanes();
-    memo_.pop_back();
+      available_ = saved_available;
+      close_lanes();
+      memo_.pop_back();
+    });
   };
   if (vector) {
     std::string pragma = nr == 1 && split_sums && !chunk
@@ -237,13 +251,15 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     }
     close_chunk();
     // Each accumulator's lanes, combined.
-    for (const sched::Member* m : reductions) {
-      const ir::Buffer& b = prog_.buffers[m->buffer];
-      std::string t = ctype(b.body.dtype());
-      line(t + " acc_" + b.name + " = at::vec::vec_reduce_all<" + t + ">([](const " + vec() +
-           "& a, const " + vec() + "& b) { return " + *vec_combine_text(*b.reduction, "a", "b") +
-           "; }, vacc_" + b.name + ");");
-    }
+    each_row([&] {
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        std::string t = ctype(b.body.dtype()), n = b.name + sfx();
+        line(t + " acc_" + n + " = at::vec::vec_reduce_all<" + t + ">([](const " + vec() +
+             "& a, const " + vec() + "& b) { return " + *vec_combine_text(*b.reduction, "a", "b") +
+             "; }, vacc_" + n + ");");
+      }
+    });
     vec_.reset();
   } else if (unroll) {
     // Each lane adds a group of rows on its own first, then into its accumulator: a quarter of
@@ -293,20 +309,23 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   }
   // Results of the loop: one value per x point.
   open_lanes(false);
-  for (const sched::Member* m : reductions) {
-    const ir::Buffer& b = prog_.buffers[m->buffer];
-    std::string src = lane(is_arg_reduction(b) ? "acci_" + b.name : "acc_" + b.name);
-    std::string var = "v_" + b.name;
-    std::string cast = "static_cast<" + ctype(b.layout.dtype) + ">(" + src + ")";
-    if (column()) {
-      var = lane(var);
-      line(var + " = " + cast + ";");
-    } else {
-      line(ctype(b.layout.dtype) + " " + var + " = " + cast + ";");
+  each_row([&] {
+    for (const sched::Member* m : reductions) {
+      const ir::Buffer& b = prog_.buffers[m->buffer];
+      std::string n = b.name + sfx();
+      std::string src = lane(is_arg_reduction(b) ? "acci_" + n : "acc_" + n);
+      std::string var = "v_" + n;
+      std::string cast = "static_cast<" + ctype(b.layout.dtype) + ">(" + src + ")";
+      if (column()) {
+        var = lane(var);
+        line(var + " = " + cast + ";");
+      } else {
+        line(ctype(b.layout.dtype) + " " + var + " = " + cast + ";");
+      }
+      available_[b.name] = var;
+      store(b, *m, var);
     }
-    available_[b.name] = var;
-    store(b, *m, var);
-  }
+  });
   close_lanes();
 }
 
@@ -390,6 +409,53 @@ bool Emitter::column_unroll(const sched::Stage& stage) const {
       return false;
   }
   return !scatter();
+}
+
+// Row groups (cpp_emitter.h): a row-mode reduction kernel in vector form whose innermost x loop
+// is a multiple of kRowGroup, at least two groups, with enough work for memory to matter (any
+// work under cpp_vectorize="on"). Its
+// loops over the row must all have a vector form (else NoRowGroup: the kernel is rendered again
+// one row at a time).
+bool Emitter::plan_row_group() {
+  rows_ = 1;
+  if (row_group_ <= 1 || column() || !vectorize_ || k_.tile > 0 || scatter()) return false;
+  if (k_.xsizes.empty() || k_.rsizes.empty() || !k_.has_reduction()) return false;
+  auto rows = k_.xsizes.back().as_int();
+  if (!rows || *rows % row_group_ != 0 || *rows < 2 * row_group_) return false;
+  Expr work = 1;
+  for (const Expr& e : k_.xsizes) work = work * e;
+  for (const Expr& e : k_.rsizes) work = work * e;
+  // (cpp_vectorize="on" renders small kernels in row groups too, as it renders their short
+  // loops in vector form: how tests and the fuzzer reach them with small tensors.)
+  auto w = work.as_int();
+  if (w && *w < kParallelMinElements && min_trip_ > 1) return false;
+  rows_ = row_group_;
+  return true;
+}
+
+void Emitter::set_row(int g) {
+  if (rows_ <= 1) return;
+  if (g != row_) {
+    row_states_[row_].memo = std::move(memo_[row_memo_]);
+    row_states_[row_].available = std::move(available_);
+    memo_[row_memo_] = std::move(row_states_[g].memo);
+    available_ = std::move(row_states_[g].available);
+    row_ = g;
+  }
+  row_rename_ = {{Expr::symbol(last_x()), Expr::symbol(last_x() + "_g" + std::to_string(g))}};
+}
+
+void Emitter::each_row(const std::function<void()>& f) {
+  if (rows_ <= 1) {
+    f();
+    return;
+  }
+  int start = row_;
+  for (int g = 0; g < rows_; ++g) {
+    set_row(g);
+    f();
+  }
+  set_row(start);
 }
 
 bool Emitter::split_columns() const {
