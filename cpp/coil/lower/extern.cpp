@@ -142,8 +142,9 @@ Expr round_up(const Expr& e, int64_t m) {
 // The operand to pass for a matrix argument: zero-extended to `sizes` where those are larger,
 // stored (when coil computes it) in eager's orientation with its leading dimension padded. The
 // stored operand becomes the node's value: later readers load it rather than compute it again,
-// and a transposed view of it (a backward's t(grad) for the weight's gradient) is passed as a
-// view instead of being stored a second time.
+// and a transposed or reshaped view of it (a backward's t(grad) for the weight's gradient, a
+// layer norm's [1, S, D] output viewed [S, D]) is passed as a view instead of being stored a
+// second time.
 TensorBox gemm_operand(Lowering& L, const graph::Arg& a, const std::vector<Expr>& sizes) {
   const TensorBox& b = L.box(a);
   const graph::Node& src = L.graph().node(a.node);
@@ -154,7 +155,7 @@ TensorBox gemm_operand(Lowering& L, const graph::Arg& a, const std::vector<Expr>
     dense = ir::Layout::dense_strides_like(sizes, src.meta[0].strides);
   std::vector<Expr> padded = gemm_strides(sizes, dense, b.dtype);
   if (extend) return L.realize(zero_extend(b, sizes), &padded);
-  if (std::optional<TensorBox> view = L.store_under_permute(a, padded)) return *view;
+  if (std::optional<TensorBox> view = L.store_under_view(a, padded)) return *view;
   bool created = false;
   TensorBox stored = L.realize_shared(b, &padded, /*fixed=*/false, &created);
   if (created) L.replace_value(a, stored);  // the same tensor (see Lowering::realize_shared)

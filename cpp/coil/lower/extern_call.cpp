@@ -144,7 +144,7 @@ graph::Arg to_extern_arg(Lowering& L, const graph::Arg& a, std::vector<ir::Tenso
   bool computed = !given && !ref;
   if (computed && m && !exact) {
     std::vector<Expr> strides = ir::Layout::dense_strides_like(box.sizes, m->strides);
-    if (std::optional<TensorBox> view = L.store_under_permute(a, strides)) {
+    if (std::optional<TensorBox> view = L.store_under_view(a, strides)) {
       tensors.push_back(*as_strided_view(*view));
       return graph::Arg::node_ref(static_cast<int>(tensors.size() - 1));
     }
@@ -227,20 +227,50 @@ std::optional<std::vector<size_t>> permutation_of(const Lowering& L, const graph
   return std::nullopt;
 }
 
+// Whether node n only reinterprets its input's elements in row-major order under new sizes (the
+// views that lower to reshape: view, _unsafe_view, reshape, squeeze, unsqueeze, flatten, ...).
+bool is_reshape(const graph::Node& n) {
+  static const std::set<std::string> kOps = {
+      "aten.view.default",      "aten._unsafe_view.default", "aten.reshape.default",
+      "aten.squeeze.dim",       "aten.squeeze.dims",         "aten.squeeze.default",
+      "aten.unsqueeze.default", "aten.flatten.using_ints",   "aten.unflatten.int"};
+  return n.meta.size() == 1 && !n.args.empty() && kOps.count(n.target) > 0;
+}
+
 }  // namespace
 
-std::optional<TensorBox> Lowering::store_under_permute(const graph::Arg& a,
-                                                       const std::vector<Expr>& strides) {
+std::optional<TensorBox> Lowering::store_under_view(const graph::Arg& a,
+                                                    const std::vector<Expr>& strides) {
   if (a.kind != graph::Arg::Kind::Node) return std::nullopt;
   const graph::Node& view = g_.node(a.node);
   std::optional<std::vector<size_t>> perm = permutation_of(*this, view);
-  if (!perm) return std::nullopt;
+  bool reshaped = is_reshape(view);
+  if (!perm && !reshaped) return std::nullopt;
   const graph::Arg& base_arg = view.args.at(0);
   if (base_arg.kind != graph::Arg::Kind::Node || host_scalar(base_arg.node)) return std::nullopt;
   const auto& base_values = values_.at(base_arg.node);
   if (base_values.size() != 1 || as_strided_view(base_values[0])) return std::nullopt;
   TensorBox base = base_values[0];
   const TensorBox& vbox = box(a);
+  if (reshaped) {
+    // The value stored as eager laid it out; the reshape of that memory must be a view with the
+    // strides the call wants (a merge of dims that are not contiguous is not: nullopt).
+    const graph::Node& src = g_.node(base_arg.node);
+    if (src.meta.size() != 1 || src.meta[0].strides.size() != base.rank()) return std::nullopt;
+    std::vector<Expr> base_strides =
+        ir::Layout::dense_strides_like(base.sizes, src.meta[0].strides);
+    bool created = false;
+    TensorBox stored = realize_shared(base, &base_strides, /*fixed=*/false, &created);
+    TensorBox out = reshape(stored, vbox.sizes);
+    out.origins.insert(vbox.origins.begin(), vbox.origins.end());
+    std::optional<ir::TensorRef> ref = as_strided_view(out);
+    if (!ref || !same_strides(ref->sizes, ref->strides, strides)) return std::nullopt;
+    if (created) {
+      replace_value(base_arg, stored);
+      replace_value(a, out);
+    }
+    return out;
+  }
   size_t rank = perm->size();
   if (base.rank() != rank || vbox.rank() != rank || strides.size() != rank) return std::nullopt;
   std::vector<Expr> base_strides(rank);

@@ -233,13 +233,15 @@ class Lowering {
   const std::string* host_scalar(int id) const;
   // Replaces the value of a graph node (the same tensor, another layout) for later readers.
   void replace_value(const graph::Arg& a, TensorBox box);
-  // For an argument that is a transpose or permute of a value coil computes (a backward's
-  // t(grad) before grad itself reaches a product): stores that value, laid out so that the view
-  // has `strides`, makes the stored value and the view the nodes' values, and returns the view.
-  // One buffer serves the view and the value's other readers. nullopt for other arguments
+  // For an argument that is a transpose, permute or reshape of a value coil computes (a
+  // backward's t(grad) before grad itself reaches a product; a layer norm's [1, S, D] output
+  // viewed [S, D] for the next product, whose residual add reads it too): stores that value,
+  // laid out so that the view has `strides` (a reshape: as eager laid the value out, where the
+  // view of that memory has them), makes the stored value and the view the nodes' values, and
+  // returns the view. One buffer serves the view and the value's other readers, which no longer
+  // compute it again from its inputs (keeping those alive). nullopt for other arguments
   // (extern_call.cpp).
-  std::optional<TensorBox> store_under_permute(const graph::Arg& a,
-                                               const std::vector<Expr>& strides);
+  std::optional<TensorBox> store_under_view(const graph::Arg& a, const std::vector<Expr>& strides);
   // GPU graphs with reduced-precision 2-D convolutions keep 4-D tensors channels-last (NHWC):
   // cuDNN's fast convolutions take and return that layout (decided in run()).
   bool channels_last() const { return channels_last_; }

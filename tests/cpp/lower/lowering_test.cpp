@@ -303,6 +303,34 @@ TEST(Lowering, AValueSeveralExternsTakeIsStoredOnce) {
   EXPECT_EQ(computed, 1) << prog.to_text();
 }
 
+// A value coil computes that reaches a product through a reshape (BERT's layer norm output
+// [1, S, D] viewed [S, D] for the next addmm) and is read again later (its residual add) is stored
+// once, as eager lays it out, and the product gets the reshape as a view of it. The later reader
+// used to compute the value again from its inputs, which kept them alive past the product: CPU
+// BERT inference peaked at 2.63 MB where Inductor's peaks at 2.25.
+TEST(Lowering, AValueReshapedForAProductIsStoredOnceForItsOtherReaders) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({1, 8, 16}));
+  Arg w = b.input("arg1_1", contiguous({16, 16}));
+  Arg e = b.call("mul", "aten.mul.Tensor", {x, test::farg(2.0)}, contiguous({1, 8, 16}));
+  Arg v = b.call("view", "aten.view.default", {e, ints({8, 16})}, contiguous({8, 16}));
+  Arg mm = b.call("mm", "aten.mm.default", {v, w}, contiguous({8, 16}));
+  Arg v1 = b.call("view_1", "aten.view.default", {mm, ints({1, 8, 16})}, contiguous({1, 8, 16}));
+  Arg add = b.call("add", "aten.add.Tensor", {v1, e}, contiguous({1, 8, 16}));
+  ir::Program prog = lower_graph(b.finish({add}));
+  ASSERT_EQ(prog.externs.size(), 1u);
+  const std::string stored = prog.externs[0].tensors[0].buffer;
+  EXPECT_EQ(prog.externs[0].tensors[0].strides, (std::vector<Expr>{16, 1})) << prog.to_text();
+  // The input is read once (by the stored value); the add reads the stored value.
+  std::string text = prog.to_text();
+  size_t reads = 0;
+  for (size_t at = text.find("load(arg0_1"); at != std::string::npos;
+       at = text.find("load(arg0_1", at + 1))
+    ++reads;
+  EXPECT_EQ(reads, 1u) << text;
+  EXPECT_NE(text.find("load(" + stored + ","), std::string::npos) << text;
+}
+
 TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 8}));
