@@ -25,7 +25,7 @@ NB_MODULE(_C, m) {
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
          const std::string& cpu_backend, const std::string& channels_last,
          const std::string& gemm_padding, bool inference, bool fallback_random,
-         const std::string& cpp_vectorize, bool attention_rewrite) {
+         const std::string& cpp_vectorize, bool attention_rewrite, bool inputs_freed) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -37,6 +37,7 @@ NB_MODULE(_C, m) {
         opts.fallback_random = fallback_random;
         opts.cpp_vectorize = cpp_vectorize;
         opts.attention_rewrite = attention_rewrite;
+        opts.inputs_freed = inputs_freed;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -57,7 +58,7 @@ NB_MODULE(_C, m) {
       nb::arg("cpu_backend") = "cpp", nb::arg("channels_last") = "auto",
       nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
       nb::arg("fallback_random") = false, nb::arg("cpp_vectorize") = "auto",
-      nb::arg("attention_rewrite") = true,
+      nb::arg("attention_rewrite") = true, nb::arg("inputs_freed") = false,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",

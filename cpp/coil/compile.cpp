@@ -100,6 +100,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     r.backend = choose_backend(prog, opts);
     sched::ScheduleOptions sopts;
     sopts.gpu = r.backend == "triton";
+    sopts.inputs_freed = opts.inputs_freed;
     schedule = sched::schedule_program(prog, sopts);
   }
   r.artifacts["ir_post_fusion.txt"] = schedule.post_fusion_text(prog);

@@ -22,6 +22,9 @@ struct CompileOptions {
   // lower::LowerOptions::channels_last: "auto", "on" (every conv graph), "off".
   std::string channels_last = "auto";
   bool inference = true;  // lower::LowerOptions::inference: false for training graphs
+  // sched::ScheduleOptions::inputs_freed: true for backward graphs, whose saved activations
+  // free as the wrapper drops them.
+  bool inputs_freed = false;
   // lower::LowerOptions::gemm_padding: "auto" (CUDA only), "on" (every device), "off".
   std::string gemm_padding = "auto";
   // lower::LowerOptions::fallback_random: random ops run in ATen, drawing eager's streams.

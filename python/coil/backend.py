@@ -262,6 +262,9 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
             fallback_random=bool(opts.fallback_random),
             cpp_vectorize=_cpp_vectorize(opts, example_inputs),
             attention_rewrite=bool(opts.attention_rewrite),
+            # A backward graph's inputs (saved activations, gradients) free as the wrapper drops
+            # them: the launch order counts that memory (sched/launch_order.cpp).
+            inputs_freed=kind == "backward",
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])

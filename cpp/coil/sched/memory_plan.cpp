@@ -2,7 +2,8 @@
 // freed, and which freed buffers' memory a new buffer reuses.
 //
 // The launch order follows the data: buffers, the Python numbers extern calls make and read, and
-// the order of ops with side effects among themselves (ExternCall::has_effects).
+// the order of ops with side effects among themselves (ExternCall::has_effects); among the
+// orders that do, launch_order.cpp takes the graph's own or one with a lower peak of memory.
 //
 // A buffer stays in registers (is not stored) when it is not a graph output and every reader is in
 // its own kernel at the point it is written: the same stage for inner (per x*r point) values, any
@@ -38,6 +39,17 @@ std::string storage_bytes(const ir::Layout& l) {
   Expr bytes = sym::simplify(extent * graph::dtype_itemsize(l.dtype), sym::RangeEnv{});
   if (auto n = bytes.as_int()) return *n > 0 ? std::to_string(*n) : "";
   return bytes.str();
+}
+
+// Whether an ATen op draws from torch's random number generator (its name says so).
+bool draws_random(const std::string& op) {
+  static const char* kWords[] = {"rand",        "bernoulli",   "dropout", "normal",
+                                 "uniform",     "exponential", "cauchy",  "geometric",
+                                 "multinomial", "poisson",     "random"};
+  for (const char* w : kWords) {
+    if (op.find(w) != std::string::npos) return true;
+  }
+  return false;
 }
 
 void assign_stages(const ir::Program& prog, Kernel& k) {
@@ -96,7 +108,7 @@ bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer,
 
 }  // namespace
 
-void plan_memory(const ir::Program& prog, Schedule& s) {
+void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
   // Launch order: a topological order of kernels and extern calls, earliest buffer first.
   size_t nk = s.kernels.size();
   std::vector<int> unit_of(prog.buffers.size(), -1);
@@ -155,7 +167,11 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
     }
   }
   // Extern calls also wait for the calls that compute the Python numbers they read, and an op
-  // with side effects for the previous one (externs are in graph order).
+  // with side effects for the previous one (externs are in graph order). So do ATen fallbacks
+  // and calls that draw random numbers, among themselves: a random op draws from torch's
+  // generator (fallback_random: eager's stream, in eager's order; coil's own random nodes draw
+  // their seeds), and a fallback may read state coil cannot see; launch_order.cpp may otherwise
+  // move any call whose operands are ready.
   std::map<std::string, int> number_maker;
   int last_effect = -1;
   auto add_order = [&](int before, int after) {
@@ -172,31 +188,20 @@ void plan_memory(const ir::Program& prog, Schedule& s) {
                                " made by no call");
       add_order(it->second, unit);
     }
-    if (call.has_effects) {
+    if (call.has_effects || call.is_fallback || draws_random(call.op)) {
       if (last_effect >= 0) add_order(last_effect, unit);
       last_effect = unit;
     }
     if (!call.scalar_output.empty()) number_maker[call.scalar_output] = unit;
   }
-  using Item = std::pair<int, int>;  // (first buffer, unit)
-  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
-  std::vector<size_t> waiting(nunits);
-  for (size_t u = 0; u < nunits; ++u) {
-    waiting[u] = preds[u].size();
-    if (!waiting[u]) ready.push({first_buffer[u], static_cast<int>(u)});
-  }
+  UnitGraph graph{nunits, preds, succs, reads, unit_of, first_buffer};
   s.steps.clear();
   std::vector<int> step_of_unit(nunits, -1);
-  while (!ready.empty()) {
-    int u = ready.top().second;
-    ready.pop();
+  for (int u : launch_order(prog, graph, inputs_freed, &s.order_note)) {
     step_of_unit[u] = static_cast<int>(s.steps.size());
     s.steps.push_back(u < static_cast<int>(nk)
                           ? Step{Step::Kind::Kernel, u}
                           : Step{Step::Kind::Extern, u - static_cast<int>(nk)});
-    for (int n : succs[u]) {
-      if (--waiting[n] == 0) ready.push({first_buffer[n], n});
-    }
   }
   if (s.steps.size() != nunits)
     throw std::logic_error("plan_memory: kernels and extern calls form a cycle");

@@ -99,6 +99,7 @@ struct BufferPlan {
 struct Schedule {
   std::vector<Kernel> kernels;
   std::vector<Step> steps;
+  std::string order_note;  // which launch order was taken and why (launch_order.cpp)
   std::vector<FusionVerdict> verdicts;
   std::map<std::string, BufferPlan> buffers;  // every non-input buffer that is kept
   // Graph inputs that are not outputs -> the step after which the wrapper drops its reference
@@ -125,7 +126,25 @@ void remove_dead_buffers(ir::Program& prog, Schedule& s);
 void fuse(const ir::Program& prog, Schedule& s);
 void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies
 void order_loops(const ir::Program& prog, Kernel& k);
-void plan_memory(const ir::Program& prog, Schedule& s);
+// inputs_freed: the caller releases graph inputs as the wrapper drops them (ScheduleOptions).
+void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed = false);
+
+// The dependencies between units (kernels 0..K-1, then extern calls K..), as plan_memory builds
+// them: a unit runs after the units whose buffers it reads (and calls with side effects or
+// numbers in their order).
+struct UnitGraph {
+  size_t nunits = 0;
+  std::vector<std::set<int>> preds, succs;
+  std::vector<std::set<int>> reads;  // buffers (Program::buffers indices) each unit reads
+  std::vector<int> unit_of;          // per buffer: the unit that makes it (-1: a graph input)
+  std::vector<int> first_buffer;     // per unit: its first buffer in program order
+};
+// Topological orders of the units (launch_order.cpp): the program's own (earliest first buffer
+// first), and the one plan_memory takes, the program's or least peak first, whichever is
+// estimated to hold less memory at its peak; `note` says which and why.
+std::vector<int> program_order(const UnitGraph& g);
+std::vector<int> launch_order(const ir::Program& prog, const UnitGraph& g, bool inputs_freed,
+                              std::string* note);
 
 // Rewrites reductions with few, long rows into a partial and a final pass (split_reduction.cpp);
 // for GPU targets, where one row per program would leave most of the machine idle.
@@ -133,6 +152,9 @@ void split_reductions(ir::Program& prog);
 
 struct ScheduleOptions {
   bool gpu = false;  // kernels are rendered for a GPU (Triton): split few-row reductions
+  // The caller releases graph inputs as the wrapper drops them after their last reader (a
+  // backward graph's saved activations): the launch order counts their memory as freed then.
+  bool inputs_freed = false;
 };
 
 Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts = {});

@@ -288,7 +288,7 @@ Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   }
   fuse(prog, s);
   choose_loop_order(prog, s);
-  plan_memory(prog, s);
+  plan_memory(prog, s, opts.inputs_freed);
   return s;
 }
 
@@ -311,6 +311,7 @@ std::string Schedule::fusion_text(const ir::Program& prog) const {
 std::string Schedule::schedule_text(const ir::Program& prog) const {
   std::ostringstream out;
   if (!prog.layout_decision.empty()) out << "layout: " << prog.layout_decision << "\n";
+  if (!order_note.empty()) out << order_note << "\n";
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& st = steps[i];
     if (st.kind == Step::Kind::Extern) {

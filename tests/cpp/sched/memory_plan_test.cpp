@@ -126,6 +126,8 @@ TEST(MemoryPlan, AFreedBufferOfEqualDtypeAndSizeIsReused) {
   // Nothing was free yet when buf1 was allocated.
   EXPECT_EQ(r.plan("buf1").reuses, "");
   EXPECT_EQ(r.s.schedule_text(r.prog),
+            "launch order: the program's, estimated peak 512 bytes (least peak first: 512 "
+            "bytes)\n"
             "step 0: extern aten.mm.default -> buf0 (node mm)\n"
             "step 1: kernel 0 over x[8, 8]\n"
             "  stage 0 (per x point): buf1\n"

@@ -100,6 +100,7 @@ TEST(Scheduler, ScheduleTextOfAnExternAndAFusedKernel) {
   ir::Program prog = lower::lower_graph(test::mm_bias_gelu());
   Schedule s = schedule_program(prog);
   EXPECT_EQ(s.schedule_text(prog),
+            "launch order: the program's, estimated peak 2.0 KB (least peak first: 2.0 KB)\n"
             "step 0: extern aten.mm.default -> buf0 (node mm)\n"
             "step 1: kernel 0 over x[8, 32]\n"
             "  stage 0 (per x point): buf1\n"
