@@ -76,6 +76,25 @@ TEST(LaunchOrder, TheForwardsInputsInABackwardGraphAreHeldByTheCaller) {
   EXPECT_EQ(r.step_of_extern("mm"), 0) << r.s.schedule_text(r.prog);
 }
 
+TEST(LaunchOrder, OfTwoProductsOfOneGradientTheOneThatFreesAnActivationRunsFirst) {
+  // Attention's input projection in a backward graph: dX = d @ W (small) and dW = d^T @ act (a
+  // 3 MB output that frees the saved 0.5 MB activation). The program runs dX first: 5.5 MB at
+  // dW. dW first: 5.0 MB. Least peak first cannot see it (dX raises the peak less on its own);
+  // a pair swap does.
+  GraphBuilder b;
+  Arg d = b.input("add_4", contiguous({256, 1536}));
+  Arg act = b.input("view_3", contiguous({256, 512}));
+  Arg w = b.input("primals_2", contiguous({1536, 512}));
+  Arg dx = b.call("mm", "aten.mm.default", {d, w}, contiguous({256, 512}));
+  Arg dt =
+      b.call("permute", "aten.permute.default", {d, ints({1, 0})}, strided({1536, 256}, {1, 1536}));
+  Arg dw = b.call("mm_1", "aten.mm.default", {dt, act}, contiguous({1536, 512}));
+  Scheduled r = schedule(b.finish({dx, dw}), /*inputs_freed=*/true);
+  EXPECT_EQ(r.step_of_extern("mm_1"), 0) << r.s.schedule_text(r.prog);
+  EXPECT_NE(r.s.order_note.find("2 steps moved by pair swaps"), std::string::npos)
+      << r.s.order_note;
+}
+
 TEST(LaunchOrder, FallbacksAndRandomDrawsKeepTheGraphsOrder) {
   // The first call makes 1 MB that stays (a graph output) from a small input; the second reads a
   // 1 MB activation for the last time and makes little. Least peak first would run the second
