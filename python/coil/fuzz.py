@@ -153,6 +153,27 @@ def _check(program: Program, inputs: list, actual, expected, dtypes: set, fake) 
         _compare(actual, expected, dtypes, fake, values=False)
 
 
+def _check_consistency(program: Program, actual) -> None:
+    """Exact relations between outputs that eager satisfies by construction: a returned max, min
+    or argmax of a returned value is that of the value returned (coil computed such a value once
+    for the output and again, with other bits, for the reduction: the returned max was no
+    element of the returned exp; fuzzer --train seeds 73274, 74708 found it as NaN gradients)."""
+    where = {v: i for i, v in enumerate(program.outputs)}
+    for j, v in enumerate(program.outputs):
+        k = v - program.n_inputs
+        if k < 0 or program.steps[k].op not in ("amax", "amin", "argmax"):
+            continue
+        step = program.steps[k]
+        if step.args[0] not in where:
+            continue
+        operand = actual[where[step.args[0]]]
+        redo = _apply(step, [None] * step.args[0] + [operand])
+        if not torch.equal(redo, actual[j]) and not (
+                redo.dtype.is_floating_point and torch.allclose(redo, actual[j], 0, 0, True)):
+            raise AssertionError(f"output {j} ({step.op}) is not the {step.op} of output "
+                                 f"{where[step.args[0]]}, which it reduces")
+
+
 def _eager(program: Program, inputs: list):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # var() with too few elements: eager warns, so would coil
@@ -211,7 +232,15 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
     if expected is None:
         return
     torch._dynamo.reset()
-    actual = _input_grads(torch.compile(fn, backend="coil", dynamic=dynamic), inputs, seed)
+    try:
+        actual = _input_grads(torch.compile(fn, backend="coil", dynamic=dynamic), inputs, seed)
+    except torch._dynamo.exc.BackendCompilerFailed as err:
+        # AOTAutograd traces the whole backward, so an op without a derivative fails the compile
+        # even where eager's backward never reaches it (seed 74087: floor_divide of a float that
+        # requires grad; Inductor fails the same way): not coil's to differentiate.
+        if "derivative for" in str(err) and "is not implemented" in str(err):
+            return
+        raise
     for k, (a, e) in enumerate(zip(actual, expected)):
         if a is None and e is None:
             continue
@@ -262,6 +291,7 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
             actual = compiled(*[t.clone() for t in inputs])
             fake = _fake_strides(program, inputs)
             _check(program, inputs, actual, expected, dtypes, fake)
+            _check_consistency(program, actual)
             if dynamic:
                 grown = _grown(inputs, seed)
                 try:

@@ -634,6 +634,19 @@ void Lowering::run() {
       for (const auto& item : a->list) stack.push_back(&item);
     }
   }
+  // The nodes the graph returns (outputs.cpp: store_output_value).
+  std::set<int> returned;
+  for (const graph::Node& n : g_.nodes()) {
+    if (n.kind != graph::NodeKind::Output) continue;
+    std::vector<const graph::Arg*> stack;
+    for (const auto& a : n.args) stack.push_back(&a);
+    while (!stack.empty()) {
+      const graph::Arg* a = stack.back();
+      stack.pop_back();
+      if (a->kind == graph::Arg::Kind::Node) returned.insert(a->node);
+      for (const auto& item : a->list) stack.push_back(&item);
+    }
+  }
   for (const graph::Node& n : g_.nodes()) {
     switch (n.kind) {
       case graph::NodeKind::Placeholder: {
@@ -655,6 +668,7 @@ void Lowering::run() {
       }
       case graph::NodeKind::Call:
         lower_node(n);
+        if (returned.count(n.id) && user_count_[n.id] > 1) store_output_value(n);
         break;
       case graph::NodeKind::Output:
         lower_outputs(n);

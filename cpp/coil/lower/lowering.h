@@ -258,6 +258,9 @@ class Lowering {
   void lower_node(const graph::Node& n);
   void lower_with_effects(const graph::Node& n);
   void lower_outputs(const graph::Node& out);
+  // A node the graph returns is stored as eager lays it out as soon as it is lowered, and the
+  // stored value becomes its value: readers load it instead of computing it again (outputs.cpp).
+  void store_output_value(const graph::Node& n);
   // Whether the node reads a Python number another node produced.
   bool reads_host_scalar(const graph::Node& n) const;
 

@@ -43,6 +43,27 @@ bool aliases_its_input(const graph::Graph& g, const graph::Node& n) {
 
 }  // namespace
 
+// A value the graph returns and also reads is computed once. Readers lowered after it used to
+// inline its body and compute it again, in another kernel, where another implementation of a
+// function could give other bits (libmvec's exp in one kernel's vectorized loop, libm's in
+// another's scalar one): a training forward returned exp(x) and the amax of a recomputed exp,
+// so the amax equalled no element of the returned exp, and amax's backward (the gradient split
+// between the elements equal to the max) divided by a count of zero: NaN gradients (fuzzer
+// --train, seeds 73274, 74708). Returned values are stored with eager's strides right after
+// their node is lowered; readers load them; lower_outputs then finds them stored.
+void Lowering::store_output_value(const graph::Node& n) {
+  if (static_cast<size_t>(n.id) >= values_.size() || values_[n.id].size() != 1 ||
+      n.meta.size() != 1 || host_scalar(n.id))
+    return;
+  const TensorBox& b = values_[n.id][0];
+  const graph::TensorMeta& m = n.meta[0];
+  if (b.rank() != m.sizes.size() || as_strided_view(b)) return;  // already memory
+  if (aliases_its_input(g_, n)) return;  // must stay a view of the input (lower_outputs)
+  if (std::any_of(m.sizes.begin(), m.sizes.end(), [](const Expr& e) { return e == 0; })) return;
+  TensorBox stored = realize(b, &m.strides, /*fixed=*/true);
+  if (as_strided_view(stored)) replace_value(graph::Arg::node_ref(n.id), stored);
+}
+
 void Lowering::lower_outputs(const graph::Node& out) {
   current_ = nullptr;  // the output node is not an origin of anything
   const std::vector<graph::Arg>* items = &out.args;

@@ -86,10 +86,25 @@ bool same_storage(const ir::Layout& a, const ir::Layout& b) {
   return !bytes.empty() && bytes == storage_bytes(b);
 }
 
+// Whether every element of a layout has an address of its own: its storage spans exactly its
+// elements (an expanded output, stride 0 along a dim of 8, spans 2 elements for 16).
+bool one_address_per_element(const ir::Layout& l) {
+  Expr numel = 1, extent = 1;
+  for (size_t i = 0; i < l.sizes.size(); ++i) {
+    numel = numel * l.sizes[i];
+    extent = extent + (l.sizes[i] - 1) * l.strides[i];
+  }
+  return sym::simplify(numel - extent, sym::RangeEnv{}) == Expr(0);
+}
+
 // May member `writer` of k store its buffer over `victim` (which k reads for the last time)?
+// Not where the writer stores one address more than once (an expanded output): a later store
+// would read the victim's element after an earlier one overwrote it (fuzzer --train, seed 74173:
+// the gradient of a gram product, expanded over 8 rows, added the product 8 times over).
 bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer,
                         const std::string& victim) {
   const Member& w = k.members[writer];
+  if (!one_address_per_element(prog.buffers[w.buffer].layout)) return false;
   sym::RangeEnv env = k.range_env();
   Expr write = sym::simplify(sym::substitute(prog.buffers[w.buffer].write_index(), w.var_map), env);
   for (size_t i = 0; i < k.members.size(); ++i) {

@@ -141,6 +141,24 @@ TEST(MemoryPlan, AFreedBufferOfEqualDtypeAndSizeIsReused) {
             "  buf3: allocated at step 3 reusing buf1, kept (output)\n");
 }
 
+// An output that stores one address more than once (expanded: stride 0 along a dim of 8) is never
+// written over an operand: the second row's store would read the operand's element after the
+// first row's store overwrote it (fuzzer --train, seed 74173: a gram product's gradient came out
+// as the product added 8 times over).
+TEST(MemoryPlan, AnExpandedOutputIsNotWrittenInPlace) {
+  GraphBuilder b;
+  Arg a = b.input("arg0_1", contiguous({1, 2}));
+  Arg g = b.input("arg1_1", contiguous({1, 1}));
+  Arg mm = b.call("mm", "aten.mm.default", {g, a}, contiguous({1, 2}));
+  Arg mm1 = b.call("mm_1", "aten.mm.default", {g, a}, contiguous({1, 2}));
+  Arg add = b.call("add", "aten.add.Tensor", {mm1, mm}, contiguous({1, 2}));
+  Arg e = b.call("expand", "aten.expand.default", {add, ints({8, 2})}, strided({8, 2}, {0, 1}));
+  Scheduled r = schedule(b.finish({e}));
+  for (const auto& [name, plan] : r.s.buffers) {
+    EXPECT_FALSE(plan.in_place) << name << "\n" << r.s.schedule_text(r.prog);
+  }
+}
+
 // A buffer freed before an extern call is not held for a kernel after it: the library allocates
 // its result itself, and the held buffer would sit beside it at its peak. (mm -> a row sum of
 // exp(mm.T) -> mm with it -> mul: buf0, mm's 8x8 result, is freed after step 1, the extern runs
