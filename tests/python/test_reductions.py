@@ -3,7 +3,7 @@ over one dim, several dims and all dims, keepdim True/False, dtype=, correction 
 
 import pytest
 import torch
-from conftest import KINDS, check, dtype_id, make_input, make_tensor
+from conftest import KINDS, check, dtype_id, make_input, make_tensor, requires_coil
 
 F32, F64, I64, BOOL, BF16 = torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16
 
@@ -246,3 +246,26 @@ def test_multiple_reductions_one_input():
 def test_max_min_with_indices():
     x = make_tensor(SHAPE)
     check(lambda t: (torch.max(t, -1), torch.min(t, 0, keepdim=True), t.max(), t.min()), x)
+
+
+@pytest.mark.parametrize("name", ["eq_max", "sub_max", "onehot_min", "argmax_gather"])
+def test_a_value_compared_with_its_own_reduction(name):
+    # A value several nodes read is computed once when its bits depend on the implementation of a
+    # function (exp, tanh, ...): computed again in another C++ kernel (libmvec in one loop, libm
+    # or SLEEF in another), `y == y.amax(-1, keepdim=True)` found no maximum in some rows and
+    # `(y - y.amax(-1, keepdim=True)).amax(-1)` was not 0 (4 and 2 of 8 shapes x dtypes).
+    requires_coil()
+    fns = {
+        "eq_max": lambda x: (lambda y: (y == y.amax(-1, keepdim=True)).sum(-1))(torch.exp(x)),
+        "sub_max": lambda x: (lambda y: (y - y.amax(-1, keepdim=True)).amax(-1))(torch.exp(x)),
+        "onehot_min": lambda x: (lambda y: (y == y.amin(0)).sum(0))(torch.tanh(x * 0.3)),
+        "argmax_gather": lambda x: (lambda y: y.gather(-1, y.argmax(-1, keepdim=True))
+                                    - y.amax(-1, keepdim=True))(torch.sigmoid(x) * 5),
+    }
+    torch.manual_seed(0)
+    for shape in ((8, 1, 5), (16, 37), (64, 300), (300, 64)):
+        for dtype in (torch.float32, torch.float64):
+            x = torch.randn(shape, dtype=dtype) * 3
+            torch._dynamo.reset()
+            out = torch.compile(fns[name], backend="coil")(x)
+            assert torch.equal(out, fns[name](x)), (shape, dtype)

@@ -276,6 +276,11 @@ Value replace_loads(Value root, const std::string& buffer,
 std::vector<std::string> loaded_buffers(Value root);
 // Number of non-leaf ops (a measure of body size for realization decisions).
 int count_ops(Value root);
+// Whether the body applies a floating-point function that is not one correctly rounded operation
+// (exp, log, tanh, pow, erf, ...): its bits depend on the implementation that computes it
+// (libm, glibc's libmvec, SLEEF), so two C++ kernels computing it can disagree in the last place.
+// (rsqrt counts as exact: the C++ kernels compute 1 / sqrt(x), scalar and vector alike.)
+bool computes_inexactly(Value root);
 // One line per node: "tmp3 = add(tmp1, tmp2) : f32"; loads print their buffer and index, with
 // indirect symbols shown as the temporaries holding their values: "load(w, 4*tmp1 + v1)".
 std::string body_to_text(const std::vector<Value>& roots);

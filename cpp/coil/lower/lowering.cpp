@@ -443,6 +443,11 @@ void Lowering::apply_realize_policy(TensorBox& box, int num_users) {
   int reads = static_cast<int>(ir::loaded_buffers(box.body).size());
   bool store = ops > policy::kMaxOpsThreshold || reads > policy::kAccumulatedReadsThreshold ||
                (num_users > 1 && policy::worth_storing_for_reuse(ops, reads));
+  // A value several nodes read, computed through a function whose bits depend on its
+  // implementation, is computed once for C++ kernels: inlined into two kernels, one loop may use
+  // glibc's libmvec, another libm or SLEEF, and `y == y.amax(-1, keepdim=True)` found no
+  // maximum in some rows (Triton kernels compute each op one way).
+  store |= num_users > 1 && !options_.triton && ir::computes_inexactly(box.body);
   if (store) box = realize(box);
 }
 

@@ -52,6 +52,18 @@ TEST(Scalar, SameExpressionBuiltTwiceIsTheSameValue) {
   EXPECT_EQ(first->args[0], second->args[0]);
 }
 
+TEST(Scalar, ComputesInexactlyNamesFunctionsWhoseBitsDependOnTheirImplementation) {
+  Value x = load("x", DType::Float32, Expr::symbol("v0"));
+  Value y = load("y", DType::Float32, Expr::symbol("v0"));
+  // IEEE's correctly rounded operations, comparisons and selection give one answer anywhere.
+  EXPECT_FALSE(computes_inexactly(add(mul(x, y), unary(Op::Sqrt, y))));
+  EXPECT_FALSE(computes_inexactly(where(binary(Op::Lt, x, y), div(x, y), unary(Op::Rsqrt, x))));
+  // exp, tanh, pow: libm, libmvec and SLEEF may differ in the last place.
+  EXPECT_TRUE(computes_inexactly(add(unary(Op::Exp, x), y)));
+  EXPECT_TRUE(computes_inexactly(cast(unary(Op::Tanh, x), DType::Float64)));
+  EXPECT_TRUE(computes_inexactly(binary(Op::Pow, x, y)));
+}
+
 TEST(Scalar, StructurallyDifferentValuesDiffer) {
   Value a = f32_load("a", v0);
   EXPECT_NE(a, f32_load("a", v1));              // index

@@ -331,6 +331,27 @@ TEST(Lowering, AValueReshapedForAProductIsStoredOnceForItsOtherReaders) {
   EXPECT_NE(text.find("load(" + stored + ","), std::string::npos) << text;
 }
 
+// A value two nodes read whose bits depend on a function's implementation (exp) is stored once
+// for C++ kernels, so y == amax(y) compares the same bits; Triton kernels compute each op one
+// way, and keep recomputing it.
+TEST(Lowering, AnInexactValueTwoNodesReadIsStoredOnceForCppKernels) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 8}));
+  Arg y = b.call("exp", "aten.exp.default", {x}, contiguous({4, 8}));
+  Arg m = b.call("amax", "aten.amax.default", {y, ints({1}), test::barg(true)}, contiguous({4, 1}));
+  Arg eq = b.call("eq", "aten.eq.Tensor", {y, m}, contiguous({4, 8}, graph::DType::Bool));
+  graph::Graph g = b.finish({eq});
+  auto exps = [](const ir::Program& p) {
+    int n = 0;
+    for (const ir::Buffer& buf : p.buffers) n += buf.origins == std::set<std::string>{"exp"};
+    return n;
+  };
+  EXPECT_EQ(exps(lower_graph(g)), 1);
+  LowerOptions triton;
+  triton.triton = true;
+  EXPECT_EQ(exps(lower_graph(g, triton)), 0);
+}
+
 TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 8}));
