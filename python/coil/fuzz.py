@@ -174,6 +174,29 @@ def _check_consistency(program: Program, actual) -> None:
                                  f"{where[step.args[0]]}, which it reduces")
 
 
+def with_invariants(program: Program, inputs: list) -> Program | None:
+    """The program with, for each float amax or amin it computes, the mask of the elements equal
+    to it also returned (`--invariants`): eager's mask marks at least one element of every row,
+    by construction, and so must coil's (a value computed again in another kernel, through
+    another exp, found no maximum in some rows). None when the program has no such reduction."""
+    vals = [t.clone() for t in inputs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in program.steps:
+            vals.append(_apply(step, vals))
+    extra = []
+    for k, step in enumerate(program.steps):
+        operand = vals[step.args[0]] if step.args else None
+        if step.op in ("amax", "amin") and operand is not None and operand.dtype.is_floating_point:
+            extra.append(Step("matches", (step.args[0], program.n_inputs + k), dict(step.params)))
+    if not extra:
+        return None
+    steps = list(program.steps) + extra
+    first = program.n_inputs + len(program.steps)
+    outputs = list(program.outputs) + list(range(first, first + len(extra)))
+    return Program(program.seed, steps, outputs, program.n_inputs)
+
+
 def _eager(program: Program, inputs: list):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # var() with too few elements: eager warns, so would coil
@@ -257,16 +280,23 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
 
 
 def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
-               vectorize: str | None = None, train: bool = False) -> Result:
+               vectorize: str | None = None, train: bool = False,
+               invariants: bool = False) -> Result:
     """Compiles and runs one program; compares with eager. With `dynamic`, the program is
     compiled with symbolic sizes (dynamic=True) and also run at a second size where eager can
     run it (a program whose reshapes or slices fit one size only is checked at that size).
     vectorize: the cpp_vectorize option to compile under ("on": every C++ kernel's innermost
     loop in vector form where it has one, so the fuzzer's small programs exercise them).
-    train: also a training step, whose input gradients are compared with eager's."""
+    train: also a training step, whose input gradients are compared with eager's.
+    invariants: the program with the masks of with_invariants (programs without an amax or amin
+    pass at once)."""
     import coil
 
     program, inputs = generate(seed)
+    if invariants:
+        program = with_invariants(program, inputs)
+        if program is None:
+            return Result(seed, True, "", None)
     expected = _eager(program, inputs)
     vals = [t.clone() for t in inputs]
     with warnings.catch_warnings():
@@ -343,6 +373,11 @@ def main(argv=None) -> int:
         "--train", action="store_true",
         help="also compile a training step of each program and compare the inputs' gradients",
     )
+    parser.add_argument(
+        "--invariants", action="store_true",
+        help="also return, for each amax/amin, the mask of the elements equal to it (every row "
+             "has one in eager)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
@@ -354,7 +389,7 @@ def main(argv=None) -> int:
         if args.count is None and time.time() - start > args.seconds:
             break
         r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
-                       train=args.train)
+                       train=args.train, invariants=args.invariants)
         ran += 1
         if not r.ok:
             failed += 1

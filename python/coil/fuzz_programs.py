@@ -254,6 +254,9 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
     d = p.get("dim")
     if op == "sum":
         return a.sum(d, keepdim=p["keepdim"])
+    if op == "matches":  # (fuzz --invariants) where a equals its reduction b along p["dim"]
+        b = vals[step.args[1]]
+        return a == (b if p["keepdim"] else b.unsqueeze(p["dim"]))
     if op == "amax":
         return a.amax(d, keepdim=p["keepdim"])
     if op == "amin":

@@ -18,8 +18,8 @@ def test_generator_is_deterministic():
 
 
 def _check_seeds(seeds, tmp_path, **options):
-    """check_seed for each seed (options: dynamic, vectorize, train); fails listing every failing
-    program with its seed and saved graph."""
+    """check_seed for each seed (options: dynamic, vectorize, train, invariants); fails listing
+    every failing program with its seed and saved graph."""
     requires_coil()
     from coil.fuzz import check_seed
 
@@ -66,6 +66,18 @@ def test_random_programs_match_eager_in_vector_loops(tmp_path):
     # eager (python -m coil.fuzz --vectorize on).
     _check_seeds(range(VECTOR_FIRST_SEED, VECTOR_FIRST_SEED + VECTOR_COUNT), tmp_path,
                  vectorize="on")
+
+
+INVARIANT_FIRST_SEED = 95000
+INVARIANT_COUNT = 60
+
+
+def test_every_row_has_an_element_equal_to_its_max(tmp_path):
+    # python -m coil.fuzz --invariants: each amax/amin's mask of equal elements returned too (eager
+    # marks one in every row by construction); seed 95506 found a row without one (a value
+    # computed again through another exp) while C++ kernels inlined such values into two kernels.
+    seeds = [*range(INVARIANT_FIRST_SEED, INVARIANT_FIRST_SEED + INVARIANT_COUNT), 95506]
+    _check_seeds(seeds, tmp_path, invariants=True, vectorize="on")
 
 
 # Regressions found by the fuzzer. Each compiles a small program and requires that coil built it
