@@ -131,7 +131,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       break;
     }
     for (const codegen::KernelSource& k : kernels) {
-      if (!k.vectorized) continue;
+      if (!k.vectorized && !k.vec_math) continue;
       source += codegen::cpp::kVecPrelude;
       break;
     }

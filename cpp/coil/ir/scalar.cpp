@@ -441,55 +441,48 @@ int count_ops(Value root) {
   return n;
 }
 
+bool inexact_op(Op op, DType dtype) {
+  if (!graph::is_floating(dtype)) return false;
+  switch (op) {
+    // Exact: leaves, conversions, IEEE's correctly rounded operations, comparisons, selection.
+    case Op::Constant:
+    case Op::IndexExpr:
+    case Op::Load:
+    case Op::Guard:
+    case Op::Cast:
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Sqrt:
+    case Op::Rsqrt:  // (1 / sqrt(x) on the CPU, scalar and vector: two correctly rounded ops)
+    case Op::Floor:
+    case Op::Ceil:
+    case Op::Round:
+    case Op::Trunc:
+    case Op::Reciprocal:
+    case Op::Sign:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::FloorDiv:
+    case Op::TruncDiv:
+    case Op::Remainder:
+    case Op::Fmod:
+    case Op::Maximum:
+    case Op::Minimum:
+    case Op::CopySign:
+    case Op::NextAfter:
+    case Op::Ldexp:
+    case Op::Where:
+      return false;
+    default:
+      return true;
+  }
+}
+
 bool computes_inexactly(Value root) {
   for (const Value& v : topo_order({root})) {
-    if (!graph::is_floating(v.dtype()) &&
-        (v->args.empty() || !graph::is_floating(v->args[0].dtype())))
-      continue;
-    switch (v.op()) {
-      // Exact: leaves, conversions, IEEE's correctly rounded operations, comparisons, selection.
-      case Op::Constant:
-      case Op::IndexExpr:
-      case Op::Load:
-      case Op::Guard:
-      case Op::Cast:
-      case Op::Neg:
-      case Op::Abs:
-      case Op::Sqrt:
-      case Op::Rsqrt:  // (1 / sqrt(x) on the CPU, scalar and vector: two correctly rounded ops)
-      case Op::Floor:
-      case Op::Ceil:
-      case Op::Round:
-      case Op::Trunc:
-      case Op::Reciprocal:
-      case Op::Sign:
-      case Op::IsNan:
-      case Op::IsInf:
-      case Op::SignBit:
-      case Op::Add:
-      case Op::Sub:
-      case Op::Mul:
-      case Op::Div:
-      case Op::FloorDiv:
-      case Op::TruncDiv:
-      case Op::Remainder:
-      case Op::Fmod:
-      case Op::Maximum:
-      case Op::Minimum:
-      case Op::Lt:
-      case Op::Le:
-      case Op::Gt:
-      case Op::Ge:
-      case Op::Eq:
-      case Op::Ne:
-      case Op::CopySign:
-      case Op::NextAfter:
-      case Op::Ldexp:
-      case Op::Where:
-        continue;
-      default:
-        if (graph::is_floating(v.dtype())) return true;
-    }
+    if (inexact_op(v.op(), v.dtype())) return true;
   }
   return false;
 }

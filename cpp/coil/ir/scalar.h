@@ -281,6 +281,8 @@ int count_ops(Value root);
 // (libm, glibc's libmvec, SLEEF), so two C++ kernels computing it can disagree in the last place.
 // (rsqrt counts as exact: the C++ kernels compute 1 / sqrt(x), scalar and vector alike.)
 bool computes_inexactly(Value root);
+// Whether op, giving a value of `dtype`, is such a function (computes_inexactly of one node).
+bool inexact_op(Op op, DType dtype);
 // One line per node: "tmp3 = add(tmp1, tmp2) : f32"; loads print their buffer and index, with
 // indirect symbols shown as the temporaries holding their values: "load(w, 4*tmp1 + v1)".
 std::string body_to_text(const std::vector<Value>& roots);

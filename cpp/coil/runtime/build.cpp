@@ -29,11 +29,6 @@ std::vector<std::string> default_kernel_flags() {
   std::vector<std::string> flags = {
       "-O3",   "-march=native",        "-fopenmp",          "-std=c++17",     "-shared",
       "-fPIC", "-fno-strict-aliasing", "-ffp-contract=off", "-fno-math-errno"};
-#if defined(__x86_64__) && defined(__GLIBC__) && \
-    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
-  flags.push_back("-DCOIL_USE_LIBMVEC");
-  flags.push_back("-lmvec");
-#endif
   return flags;
 }
 

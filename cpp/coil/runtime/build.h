@@ -29,9 +29,8 @@
 namespace coil::runtime {
 
 // Flags for generated kernels: optimized for this machine, OpenMP, no errno from math functions
-// (so sqrt and friends vectorize), no contraction into FMA (results match eager's rounding), and,
-// where glibc ships libmvec (x86-64, glibc 2.35+), its vector math functions (COIL_USE_LIBMVEC:
-// exp, log, tanh, erf, ... within 2 ulp).
+// (so sqrt and friends vectorize), no contraction into FMA (results match eager's rounding, and
+// every kernel rounds an expression the same way). No libmvec: see prelude.h.
 std::vector<std::string> default_kernel_flags();
 
 struct BuildOptions {

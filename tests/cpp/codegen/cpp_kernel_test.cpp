@@ -247,7 +247,7 @@ TEST(CppKernel, SoftmaxComputesEachExpOnceThroughARowCache) {
         << code;
     // One exp in the scalar loop; the vector form renders its loop twice (whole vectors, tail),
     // for each of the 4 rows of a row group (8 rows: two groups).
-    EXPECT_EQ(count(code, vector ? ".exp_u20()" : "std::exp("), vector ? 8u : 1u) << code;
+    EXPECT_EQ(count(code, vector ? "coil_exp_u20(" : "std::exp("), vector ? 8u : 1u) << code;
     EXPECT_TRUE(contains(code, vector ? "tmp6.store(out_ptr0 + (r0 + 32*x0_g0), n_r0);"
                                       : "out_ptr0[r0 + 32*x0] = tmp3;"))
         << code;

@@ -49,7 +49,7 @@ TEST(CppVec, PointwiseChainIsOneVectorLoopWithAMaskedTail) {
   EXPECT_TRUE(contains(c, "constexpr int64_t n_x1 = VecF_lanes;")) << c;
   EXPECT_TRUE(contains(c, "if (x1_whole < 16) {  // the tail")) << c;
   EXPECT_TRUE(contains(c, "VecF::loadu(in_ptr0 + (")) << c;
-  EXPECT_TRUE(contains(c, ".exp_u20()")) << c;
+  EXPECT_TRUE(contains(c, "coil_exp_u20(")) << c;
   EXPECT_TRUE(contains(c, ".store(out_ptr0 + (")) << c;
   EXPECT_FALSE(contains(c, "#pragma omp simd")) << c;
 }

@@ -55,16 +55,19 @@ struct RowCache {
 // Renders one scheduled kernel (render_cpp_kernel).
 class Emitter {
  public:
-  // row_group: the rows of a row group (1: one row at a time); see plan_row_group.
+  // row_group: the rows of a row group (1: one row at a time); see plan_row_group. lane_math:
+  // at::vec is available to the kernel file (cpp_vectorize is not "off"): scalar code computes
+  // inexact functions on one lane of it (lane_math_text).
   Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k, bool vectorize,
-          int64_t min_trip, int64_t row_group = 1)
+          int64_t min_trip, int64_t row_group = 1, bool lane_math = false)
       : prog_(prog),
         s_(s),
         k_(k),
         env_(k.range_env()),
         vectorize_(vectorize),
         min_trip_(min_trip),
-        row_group_(row_group) {}
+        row_group_(row_group),
+        lane_math_(lane_math) {}
 
   KernelSource render(const std::string& name);
 
@@ -88,6 +91,14 @@ class Emitter {
 
   // A special-function op's call (cpp_special.h), noting when it needs ATen's header.
   std::optional<std::string> special_text(Value v);
+
+  // Scalar code's text of a function whose bits depend on its implementation (exp, tanh, pow:
+  // ir::computes_inexactly), as at::vec computes it on one lane: the vector loops' own code, so a
+  // value computed in a scalar loop and in a vector loop (of this kernel or another: a forward
+  // and the backward that recomputes it) has the same bits. libm's or libmvec's would differ in
+  // the last place, and a recomputed sin matched no element of its saved amin (fuzzer --train,
+  // seed 90231: NaN gradients). nullopt for other ops, other types, or without lane_math_.
+  std::optional<std::string> lane_math_text(Value v);
 
   // ---- the innermost loop in vector form (cpp_vec.h) ----
   // The loop being rendered in vector form: each iteration covers `count` consecutive values of
@@ -308,6 +319,8 @@ class Emitter {
   // available values while another is rendered, and the renaming of the x variable to the
   // replica's (applied where indices are printed).
   int64_t row_group_ = 1;
+  bool lane_math_ = false;
+  bool vec_math_ = false;  // lane_math_text was used (KernelSource::vec_math)
   int64_t rows_ = 1;
   int row_ = 0;
   size_t row_memo_ = 0;

@@ -53,6 +53,7 @@ KernelSource Emitter::render(const std::string& name) {
   src.args = args_;
   src.aten_math = aten_math_;
   src.vectorized = vectorized_;
+  src.vec_math = vec_math_;
   std::set<std::string> origins;
   for (const sched::Member& m : k_.members)
     origins.insert(prog_.buffers[m.buffer].origins.begin(), prog_.buffers[m.buffer].origins.end());
@@ -180,6 +181,8 @@ std::string Emitter::value(Value root) {
       default:
         if (auto special = special_text(v)) {
           text = *special;
+        } else if (auto lane = lane_math_text(v)) {
+          text = *lane;
         } else if (v->args.size() == 1) {
           text = unary_text(v.op(), *lookup(v->args[0]), v.dtype());
         } else {
@@ -202,6 +205,31 @@ std::optional<std::string> Emitter::special_text(Value v) {
   if (!special) return std::nullopt;
   aten_math_ |= special->aten_math;
   return special->text;
+}
+
+std::optional<std::string> Emitter::lane_math_text(Value v) {
+  std::optional<std::string> vec = vec_type(v.dtype());
+  // (Exact ops: the scalar form is the same function.)
+  if (!lane_math_ || !vec || v->args.empty() || v->args[0].dtype() != v.dtype() ||
+      !ir::inexact_op(v.op(), v.dtype()))
+    return std::nullopt;
+  const std::string& V = *vec;
+  std::string text;
+  if (v->args.size() == 1) {
+    std::optional<std::string> f = vec_unary_text(v.op(), "a", V);
+    if (!f) return std::nullopt;
+    text =
+        "coil_lane<" + V + ">(" + *lookup(v->args[0]) + ", [](" + V + " a) { return " + *f + "; })";
+  } else if (v->args.size() == 2 && v->args[1].dtype() == v.dtype()) {
+    std::optional<std::string> f = vec_binary_text(v.op(), "a", "b", V);
+    if (!f) return std::nullopt;
+    text = "coil_lane2<" + V + ">(" + *lookup(v->args[0]) + ", " + *lookup(v->args[1]) + ", [](" +
+           V + " a, " + V + " b) { return " + *f + "; })";
+  } else {
+    return std::nullopt;
+  }
+  vec_math_ = true;
+  return text;
 }
 
 const std::string* Emitter::lookup(Value v) const {
@@ -506,11 +534,12 @@ KernelSource render_cpp_kernel(const ir::Program& prog, const sched::Schedule& s
   // "on" vectorizes short loops too (all tail): how tests and the fuzzer reach the vector forms
   // with small tensors.
   int64_t min_trip = vectorize == "on" ? 1 : cpp::kMinVectorTrip;
+  bool lane_math = vectorize != "off";
   try {
-    cpp::Emitter e(prog, s, k, vector, min_trip, cpp::kRowGroup);
+    cpp::Emitter e(prog, s, k, vector, min_trip, cpp::kRowGroup, lane_math);
     return e.render(name);
   } catch (const cpp::NoRowGroup&) {
-    cpp::Emitter e(prog, s, k, vector, min_trip);
+    cpp::Emitter e(prog, s, k, vector, min_trip, 1, lane_math);
     return e.render(name);
   }
 }

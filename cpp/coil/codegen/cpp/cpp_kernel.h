@@ -57,6 +57,10 @@ struct KernelSource {
   // C++ kernels: an innermost loop is in vector form (at::vec), so the kernel file needs
   // prelude.h's kVecPrelude and torch's headers and library to build.
   bool vectorized = false;
+  // C++ kernels: scalar code computes functions whose bits depend on their implementation (exp,
+  // tanh, pow, ...) through at::vec on one lane, so that every kernel computes them with the
+  // same code (kVecPrelude, torch's headers and library, as for vectorized kernels).
+  bool vec_math = false;
   // Set when an earlier kernel of the graph has the same code (kernel_dedup.h): this kernel's
   // code is not emitted again, and its launch sites call that kernel.
   std::string same_code_as;

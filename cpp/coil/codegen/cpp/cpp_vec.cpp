@@ -20,8 +20,9 @@ std::optional<std::string> vec_unary_text(Op op, const std::string& a, const std
       return method("abs");
     case Op::Exp:
       // float32: at::vec's exp_u20 (within 2 ulp; what eager's softmax kernels use), about
-      // twice the speed of SLEEF's 1-ulp exp that bounds softmax-like kernels on the CPU.
-      return method(vec == "VecF" ? "exp_u20" : "exp");
+      // twice the speed of SLEEF's 1-ulp exp that bounds softmax-like kernels on the CPU. It
+      // returns inf for a NaN (its clamps drop NaN): coil_exp_u20 (prelude.h) passes NaN through.
+      return vec == "VecF" ? "coil_exp_u20(" + a + ")" : method("exp");
     case Op::Exp2:
       return method("exp2");
     case Op::Log:

@@ -15,17 +15,10 @@ inline constexpr const char* kPrelude =
 #include <limits>
 #include <type_traits>
 
-#if defined(COIL_USE_LIBMVEC) && defined(_OPENMP)
-// glibc's libmvec has vector versions of these; declaring them lets `#pragma omp simd` loops call
-// them instead of falling back to one scalar call per element.
-#define COIL_SIMD_DECL(fn) _Pragma("omp declare simd notinbranch") extern "C" float fn##f(float); \
-  _Pragma("omp declare simd notinbranch") extern "C" double fn(double);
-COIL_SIMD_DECL(exp) COIL_SIMD_DECL(log) COIL_SIMD_DECL(sin) COIL_SIMD_DECL(cos) COIL_SIMD_DECL(tan)
-COIL_SIMD_DECL(tanh) COIL_SIMD_DECL(erf) COIL_SIMD_DECL(expm1) COIL_SIMD_DECL(log1p) COIL_SIMD_DECL(exp2)
-COIL_SIMD_DECL(log2) COIL_SIMD_DECL(asin) COIL_SIMD_DECL(acos) COIL_SIMD_DECL(atan) COIL_SIMD_DECL(sinh)
-COIL_SIMD_DECL(cosh)
-#undef COIL_SIMD_DECL
-#endif
+// (No glibc libmvec: `omp simd` loops that called its vector exp for whole vectors and libm's for
+// the rest computed one function two ways, and two kernels disagreed in the last place. Scalar
+// code computes such functions on one lane of at::vec where kernels have it (lane_math_text),
+// else with libm alone.)
 
 namespace {
 
@@ -418,6 +411,28 @@ inline void coil_transpose_tile(const T* src, int64_t ld_src, T* dst, int64_t ld
       }
     }
   }
+}
+// exp within 2 ulp (at::vec's exp_u20), NaN for NaN: exp_u20 alone gives inf for NaN (eager's
+// exp gives NaN; its softmax, which calls exp_u20, never passes it one).
+inline VecF coil_exp_u20(const VecF& x) {
+  return VecF::blendv(x.exp_u20(), x, x.isnan());
+}
+// f (a function of vectors) of x on one lane: scalar code's functions computed by the vector
+// loops' own code (Emitter::lane_math_text). A const call the compiler may move out of loops and
+// share, as it does libm's (at::vec's SLEEF calls are opaque to it); not inlined, or it would be
+// moved no more.
+template <typename V, typename F>
+__attribute__((const, noinline)) typename V::value_type coil_lane(typename V::value_type x, F f) noexcept {
+  alignas(64) typename V::value_type lanes[V::size()];
+  f(V(x)).store(lanes);
+  return lanes[0];
+}
+template <typename V, typename F>
+__attribute__((const, noinline)) typename V::value_type coil_lane2(typename V::value_type x,
+                                                                  typename V::value_type y, F f) noexcept {
+  alignas(64) typename V::value_type lanes[V::size()];
+  f(V(x), V(y)).store(lanes);
+  return lanes[0];
 }
 // f(var, lane value) for the n lanes: stores that are not contiguous along the loop.
 template <typename V, typename F>

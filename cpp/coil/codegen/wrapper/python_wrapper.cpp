@@ -267,7 +267,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     bool aten_math = false, vectorized = false;
     for (const KernelSource& k : kernels) {
       aten_math |= k.aten_math;
-      vectorized |= k.vectorized;
+      vectorized |= k.vectorized || k.vec_math;
     }
     // Kernels calling ATen's scalar special functions build against torch's headers.
     out << "_lib = coil_runtime.load_cpp(CPP_SOURCE" << (aten_math ? ", aten_headers=True" : "")
