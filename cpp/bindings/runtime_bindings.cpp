@@ -7,6 +7,7 @@
 //       (a RuntimeError). flags=None means BuildOptions' default flags. The GIL is released while
 //       building.
 //   default_kernel_flags() -> [str]: those default flags (callers extend them).
+//   advise_huge_pages(address, nbytes) -> bool: runtime/memory.h (large fresh CPU buffers).
 //   KernelLibrary(so_path).kernel(name, num_ptrs, num_ints) -> Kernel
 //   Kernel(*args): exactly num_ptrs pointer arguments (an int address, or any object with a
 //       data_ptr() method such as a torch.Tensor), then num_ints ints. Calls
@@ -31,6 +32,7 @@
 
 #include "coil/runtime/build.h"
 #include "coil/runtime/library.h"
+#include "coil/runtime/memory.h"
 
 namespace nb = nanobind;
 
@@ -204,6 +206,13 @@ void bind_runtime(nb::module_& m) {
         "Build C++ kernel source into a shared library through the on-disk cache.");
   m.def("default_kernel_flags", &coil::runtime::default_kernel_flags,
         "The compiler flags build_shared_library uses when flags is None.");
+  m.def(
+      "advise_huge_pages",
+      [](std::uintptr_t address, std::size_t nbytes) {
+        return coil::runtime::advise_huge_pages(address, nbytes);
+      },
+      nb::arg("address"), nb::arg("nbytes"),
+      "Ask for transparent huge pages over the whole 2 MiB pages of a fresh buffer.");
 
   nb::class_<Kernel>(m, "Kernel", nb::type_slots(kernel_slots),
                      "A kernel from a KernelLibrary; call it with its pointer then int arguments.")

@@ -41,6 +41,30 @@ def _empty_strided_cuda(size, stride, dtype):
 
 
 empty_strided_cpu = _empty_cpu or _empty_strided_cpu
+
+
+def _huge_pages_on_advice() -> bool:
+    """Whether the kernel serves transparent huge pages where madvise asks for them (its
+    setting `[madvise]`; under `[always]` it already does, under `[never]` it will not)."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[madvise]" in f.read()
+    except OSError:
+        return False
+
+
+_advise_huge_pages = _C.advise_huge_pages if _huge_pages_on_advice() else None
+
+
+def empty_strided_cpu_large(size, stride, dtype):
+    """empty_strided_cpu for a buffer of many megabytes (the wrapper's choice): fresh memory
+    that its first writer would fault in 4 KiB at a time is asked to come in 2 MiB pages
+    (runtime/memory.h says why and what it saves)."""
+    t = empty_strided_cpu(size, stride, dtype)
+    if _advise_huge_pages is not None:
+        _advise_huge_pages(t.data_ptr(), t.untyped_storage().nbytes())
+    return t
+
 # On the current CUDA device: generated code runs under a device guard for its graph's GPU.
 empty_strided_cuda = _empty_cuda or _empty_strided_cuda
 

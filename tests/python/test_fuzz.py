@@ -129,8 +129,10 @@ def test_random_training_steps_match_eager(tmp_path):
     # 74708 (a returned exp(x) and the amax of an exp computed again in another kernel, whose
     # libm/libmvec bits differed: amax's backward divided by a count of zero, NaN), 74173 (an
     # expanded gradient written in place over the product it adds), 74087 (an op AOTAutograd
-    # cannot differentiate: skipped, as Inductor fails it too).
-    seeds = [*range(TRAIN_FIRST_SEED, TRAIN_FIRST_SEED + TRAIN_COUNT), 73274, 74708, 74173, 74087]
+    # cannot differentiate: skipped, as Inductor fails it too), 90231 (a forward's vector sin and
+    # the backward's recomputed scalar sin differed in the last place: amin's backward, NaN).
+    seeds = [*range(TRAIN_FIRST_SEED, TRAIN_FIRST_SEED + TRAIN_COUNT)]
+    seeds += [73274, 74708, 74173, 74087, 90231]
     _check_seeds(seeds, tmp_path, train=True)
 
 

@@ -105,3 +105,30 @@ def test_a_returned_value_and_its_reductions_agree_bit_for_bit(name):
             assert torch.equal(r, y.max(-1).values)
         else:
             assert torch.equal(r, y.argmax(-1))
+
+
+def test_large_outputs_are_advised_into_huge_pages(monkeypatch):
+    # A buffer of 4 MiB or more is allocated by empty_strided_cpu_large, which asks the kernel for
+    # 2 MiB pages (runtime/memory.h): each such output is advised once, whole, and computes what
+    # eager does; small ones are not advised. The advice itself never changes memory.
+    requires_coil()
+    from coil import _C, runtime
+
+    advised = []
+
+    def record(address, nbytes):
+        advised.append(nbytes)
+        return _C.advise_huge_pages(address, nbytes)
+
+    monkeypatch.setattr(runtime, "_advise_huge_pages", record)
+    x = torch.randn(1024, 2048)
+    f = torch.compile(lambda t: (t * 2).softmax(-1), backend="coil")
+    torch.testing.assert_close(f(x), (x * 2).softmax(-1))
+    assert advised == [x.numel() * 4]
+    advised.clear()
+    small = torch.randn(64, 64)
+    torch.testing.assert_close(f(small), (small * 2).softmax(-1))
+    assert advised == []
+    t = torch.full((3 << 20,), 7.0)
+    _C.advise_huge_pages(t.data_ptr(), t.numel() * 4)
+    assert bool((t == 7.0).all())

@@ -74,8 +74,8 @@ TEST(PythonWrapper, ModuleHeaderLoadsTheKernels) {
             "import torch\n"
             "\n"
             "from coil import runtime as coil_runtime\n"
-            "from coil.runtime import empty_strided_cpu, empty_strided_cuda, reinterpret_tensor, "
-            "require_strides\n"
+            "from coil.runtime import empty_strided_cpu, empty_strided_cpu_large, "
+            "empty_strided_cuda, reinterpret_tensor, require_strides\n"
             "\n"
             "CPP_SOURCE = r'''\n"
             "<kernel source>\n"
@@ -104,6 +104,20 @@ TEST(PythonWrapper, CallTakesItsArgsAllocatesLaunchesAndReturns) {
             "    del arg0_1\n"
             "    del arg1_1\n"
             "    return (buf0, )\n");
+}
+
+TEST(PythonWrapper, BuffersOfFourMebibytesOrMoreAskForHugePages) {
+  // float32 [1024, 1024] is 4 MiB: empty_strided_cpu_large; [1024, 1023] stays plain.
+  auto add = [](int64_t columns) {
+    GraphBuilder b;
+    Arg x = b.input("arg0_1", contiguous({1024, columns}));
+    Arg y = b.input("arg1_1", contiguous({1024, columns}));
+    return b.finish({b.call("add", "aten.add.Tensor", {x, y}, contiguous({1024, columns}))});
+  };
+  EXPECT_TRUE(contains(wrap(add(1024)).call_body(),
+                       "buf0 = empty_strided_cpu_large((1024, 1024), (1024, 1), torch.float32)"));
+  EXPECT_TRUE(contains(wrap(add(1023)).call_body(),
+                       "buf0 = empty_strided_cpu((1024, 1023), (1023, 1), torch.float32)"));
 }
 
 TEST(PythonWrapper, FreesAndReusesAsPlanned) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace coil::codegen {
 
@@ -45,6 +46,21 @@ std::string quote(const std::string& s) {
     out += c;
   }
   return out + "'";
+}
+
+// A CPU buffer this large is allocated by empty_strided_cpu_large, which asks for its fresh
+// memory in 2 MiB pages (runtime/memory.h: a 64 MiB output faulted in 4 KiB pages cost more than
+// writing it). Symbolic sizes decide by their hints; either allocation is correct at any size.
+constexpr int64_t kLargeCpuBufferBytes = int64_t{4} << 20;
+
+bool large_cpu_buffer(const ir::Layout& layout) {
+  int64_t numel = 0;
+  try {
+    numel = sym::size_hint(layout.numel(), sym::RangeEnv{});
+  } catch (const std::runtime_error&) {
+    return false;  // a size without a hint: the plain allocation
+  }
+  return numel >= kLargeCpuBufferBytes / graph::dtype_itemsize(layout.dtype);
 }
 
 // How a buffer is named in the wrapper: inputs keep their graph names.
@@ -102,8 +118,8 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
                           const std::string& source) {
   std::ostringstream out;
   out << "import torch\nimport triton\nimport triton.language as tl\n\nfrom coil import "
-         "triton_launcher\nfrom coil.runtime import empty_strided_cpu, empty_strided_cuda, "
-         "reinterpret_tensor, require_strides\n\n";
+         "triton_launcher\nfrom coil.runtime import empty_strided_cpu, empty_strided_cpu_large, "
+         "empty_strided_cuda, reinterpret_tensor, require_strides\n\n";
   out << "# triton.language.extra.libdevice; under TRITON_INTERPRET=1, a NumPy stand-in.\n";
   out << "libdevice = triton_launcher.libdevice()\n\n\n";
   if (kernels.empty()) return out.str();
@@ -259,7 +275,8 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     out << triton_header(prog, kernels, kernel_file_source);
   } else {
     out << "import torch\n\nfrom coil import runtime as coil_runtime\nfrom coil.runtime import "
-           "empty_strided_cpu, empty_strided_cuda, reinterpret_tensor, require_strides\n\n";
+           "empty_strided_cpu, empty_strided_cpu_large, empty_strided_cuda, reinterpret_tensor, "
+           "require_strides\n\n";
   }
   out << function_imports(prog);
   if (!kernels.empty() && !triton) {
@@ -356,7 +373,8 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     }
     std::string shape = tuple_text(b.layout.sizes) + ", " + tuple_text(b.layout.strides) + ", ";
     if (b.layout.device == "cpu") {
-      out << "    " << b.name << " = empty_strided_cpu(" << shape << dtype_text(b.layout.dtype)
+      out << "    " << b.name << " = empty_strided_cpu"
+          << (large_cpu_buffer(b.layout) ? "_large(" : "(") << shape << dtype_text(b.layout.dtype)
           << ")\n";
     } else if (b.layout.device == gpu) {  // the guarded (current) device
       out << "    " << b.name << " = empty_strided_cuda(" << shape << dtype_text(b.layout.dtype)
