@@ -35,6 +35,19 @@ constexpr int64_t kMinVectorTrip = 8;
 // many times two points or more, a multiple of it, runs its loops over kRowGroup rows at once.
 constexpr int64_t kRowGroup = 4;
 
+// Streaming stores (Emitter::plan_stream_stores): a pointwise kernel in vector form that writes
+// at least this many bytes writes its whole, aligned vectors around the caches. Its output cannot
+// stay in any last-level cache for its reader, so nothing is lost; and each cache line is no
+// longer read before it is overwritten. x.t() + y at 4096^2 float32 on 2 cores (2026-12-03, a
+// standalone kernel): 11.3 -> 8.6 ms (copy of the same bytes 6.2 ms).
+constexpr int64_t kStreamMinBytes = int64_t{32} << 20;
+// Rows of a streaming kernel that is neither tiled nor flat are at least this long: a fence
+// follows each row.
+constexpr int64_t kStreamMinRow = 1024;
+// A flat streaming kernel's parallel loop takes chunks of this many elements, each followed by
+// a fence.
+constexpr int64_t kStreamChunk = 65536;
+
 // Thrown while rendering an innermost loop in vector form when a value varying along it has no
 // vector form; the loop is then rendered scalar. `why` goes into the kernel's header.
 struct NoVectorForm {
@@ -170,8 +183,10 @@ class Emitter {
   // constant (so at::vec's masked loads, stores and blends fold to plain ones), then one masked
   // vector for the tail. The body is rendered first (its values fix the lanes' type) and emitted
   // in both.
+  // chunk > 0: the whole vectors go in chunks of that many elements (the pragma's parallel loop
+  // is over chunks), each followed by coil_stream_fence (streaming stores).
   void vector_loop(const std::string& begin, const std::string& end, const std::string& pragma,
-                   const std::function<void()>& body);
+                   const std::function<void()>& body, int64_t chunk = 0);
 
   const std::string* lookup(Value v) const;
 
@@ -251,6 +266,12 @@ class Emitter {
 
   void render_loops();
 
+  // Whether this pointwise kernel streams its vector stores (kStreamMinBytes): vector form
+  // allowed, no scatter, rows long enough to fence after each (tiled and flat kernels fence per
+  // tile and per chunk instead). Stores that are not whole contiguous float32/float64 vectors
+  // stay ordinary. cpp_vectorize="on" streams every pointwise kernel in vector form.
+  bool plan_stream_stores(bool tiled) const;
+
   // ---- row groups ----
   // Memory-bound row reductions on CPUs read their rows faster several at a time: a thread
   // streaming one row at a time leaves the memory system idle between its page-sized runs (a
@@ -309,6 +330,7 @@ class Emitter {
   std::string vec_last_type_;
   std::vector<std::string> vec_decisions_;
   bool vectorized_ = false;
+  bool stream_ = false;  // plan_stream_stores
   // Transposed tiles of the tile being rendered: read (buffer@index) -> index into the tile, and
   // the tile's name.
   std::map<std::string, std::string> tiles_, tile_names_;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "coil/codegen/cpp/cpp_emitter.h"
@@ -79,6 +80,16 @@ std::string Emitter::header_comment(const std::string& name) const {
   for (const auto& d : k_.decisions) c << "// decision: " << d << "\n";
   if (k_.has_reduction() && k_.column_block == 0) {
     c << "// decision: reduction looped over r inside each x point (CPU)\n";
+  }
+  if (stream_ && vectorized_) {
+    c << "// decision: streaming stores: whole aligned vectors written around the caches ("
+      << (min_trip_ <= 1 ? std::string("cpp_vectorize=\"on\"")
+                         : "at least " + std::to_string(kStreamMinBytes >> 20) + " MiB written")
+      << "), a fence after each "
+      << (k_.tile > 0            ? "tile"
+          : k_.xsizes.size() > 1 ? "row"
+                                 : "chunk")
+      << "\n";
   }
   if (rows_ > 1) {
     c << "// decision: row groups of " << rows_ << " x points: each loop over the row reads "
@@ -342,6 +353,33 @@ void Emitter::emit_pointwise(const sched::Member& m) {
   store(b, m, var);
 }
 
+bool Emitter::plan_stream_stores(bool tiled) const {
+  if (!vectorize_ || scatter() || k_.has_reduction() || k_.xsizes.empty()) return false;
+  auto hint = [](const Expr& e) -> std::optional<int64_t> {
+    try {
+      return sym::size_hint(e, sym::RangeEnv{});
+    } catch (const std::runtime_error&) {
+      return std::nullopt;
+    }
+  };
+  // (cpp_vectorize="on" streams small kernels too, as it renders them in vector form and in row
+  // groups: how tests and the fuzzer reach streaming stores with small tensors.)
+  bool forced = min_trip_ <= 1;
+  if (!forced && !tiled && k_.xsizes.size() > 1) {
+    auto row = hint(k_.xsizes.back());
+    if (!row || *row < kStreamMinRow) return false;
+  }
+  int64_t bytes = 0;
+  for (const sched::Member& m : k_.members) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    if (!stored(b.name)) continue;
+    auto n = hint(b.layout.numel());
+    if (!n) return false;
+    bytes += *n * graph::dtype_itemsize(b.layout.dtype);
+  }
+  return forced || bytes >= kStreamMinBytes;
+}
+
 void Emitter::render_loops() {
   indent_ = 1;
   Expr work = 1;
@@ -388,6 +426,7 @@ void Emitter::render_loops() {
       headers.back() = loop_header("xg", "0", size(nx - 1), std::to_string(rows_));
     }
   }
+  stream_ = pointwise && simd && nx > 0 && plan_stream_stores(tiled);
   auto open_loop = [&](size_t i) {
     bool innermost_pointwise = pointwise && i + 1 == headers.size() && simd;
     if (i == 0 && parallel && parallel_loops > 0) {
@@ -460,7 +499,9 @@ void Emitter::render_loops() {
       }
       if (vector) {
         std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
-        vector_loop(inner_begin, inner_end, pragma, body);
+        bool flat = i == 0 && !tiled;
+        vector_loop(inner_begin, inner_end, pragma, body, stream_ && flat ? kStreamChunk : 0);
+        if (stream_ && !flat && !tiled) line("coil_stream_fence();");
       } else {
         open_loop(i);
         body();
@@ -470,6 +511,7 @@ void Emitter::render_loops() {
       if (tiled) {
         --indent_;
         line("}");
+        if (vector && stream_) line("coil_stream_fence();");
       }
       tiles_.clear();
       tile_names_.clear();

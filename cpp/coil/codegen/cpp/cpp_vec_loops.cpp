@@ -238,6 +238,8 @@ void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::stri
     if (is_half(d)) {
       line("coil_vstore_half<" + c10_half(d) + ">(" + v + ", " + ptr_.at(b.name) + " + (" + at +
            "), " + vec_->count + ");");
+    } else if (stream_) {
+      line("coil_vstream(" + v + ", " + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
     } else {
       line(v + ".store(" + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
     }
@@ -302,7 +304,8 @@ void Emitter::with_vector_attempt(const std::string& var, bool allowed,
 // vector for the tail. The body is rendered first (its values fix the lanes' type) and emitted
 // in both.
 void Emitter::vector_loop(const std::string& begin, const std::string& end,
-                          const std::string& pragma, const std::function<void()>& body) {
+                          const std::string& pragma, const std::function<void()>& body,
+                          int64_t chunk) {
   std::ostringstream* out = out_;
   std::ostringstream inner;
   out_ = &inner;
@@ -320,11 +323,27 @@ void Emitter::vector_loop(const std::string& begin, const std::string& end,
   line("const int64_t " + whole + " = " + begin + " + (" + end + " - " + begin + ") / " + lanes +
        " * " + lanes + ";");
   if (!pragma.empty()) line(pragma);
-  line("for (int64_t " + var + " = " + begin + "; " + var + " < " + whole + "; " + var +
-       " += " + lanes + ") {");
+  if (chunk > 0) {
+    std::string c = std::to_string(chunk);
+    line("for (int64_t " + var + "c = " + begin + "; " + var + "c < " + whole + "; " + var +
+         "c += " + c + ") {");
+    ++indent_;
+    line("const int64_t " + var + "c_end = std::min<int64_t>(" + var + "c + " + c + ", " + whole +
+         ");");
+    line("for (int64_t " + var + " = " + var + "c; " + var + " < " + var + "c_end; " + var +
+         " += " + lanes + ") {");
+  } else {
+    line("for (int64_t " + var + " = " + begin + "; " + var + " < " + whole + "; " + var +
+         " += " + lanes + ") {");
+  }
   line("  constexpr int64_t " + vec_->count + " = " + lanes + ";");
   *out_ << inner.str();
   line("}");
+  if (chunk > 0) {
+    line("coil_stream_fence();");
+    --indent_;
+    line("}");
+  }
   line("if (" + whole + " < " + end + ") {  // the tail");
   line("  const int64_t " + var + " = " + whole + ";");
   line("  const int64_t " + vec_->count + " = " + end + " - " + whole + ";");

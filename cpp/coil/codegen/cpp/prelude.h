@@ -368,6 +368,32 @@ template <typename T>
 inline VecF coil_vround(const VecF& v) {
   return std::get<0>(at::vec::convert_to_float<T>(at::vec::convert_from_float<T>(v, v)));
 }
+// Streaming stores (Emitter::plan_stream_stores): a whole vector bound for a vector-aligned
+// address is written around the caches (no read of the line before it is overwritten, no
+// eviction of what the kernel still reads); anything else is an ordinary store. Stores of one
+// thread become visible to the others in order only after coil_stream_fence, which the kernel
+// runs at the end of each parallel iteration that streamed.
+template <typename V>
+inline void coil_vstream(const V& v, typename V::value_type* p, int64_t n) {
+  using T = typename V::value_type;
+#if defined(CPU_CAPABILITY_AVX512)
+  if (n == V::size() && reinterpret_cast<std::uintptr_t>(p) % 64 == 0) {
+    if constexpr (std::is_same_v<T, float>) return _mm512_stream_ps(p, v);
+    if constexpr (std::is_same_v<T, double>) return _mm512_stream_pd(p, v);
+  }
+#elif defined(CPU_CAPABILITY_AVX2)
+  if (n == V::size() && reinterpret_cast<std::uintptr_t>(p) % 32 == 0) {
+    if constexpr (std::is_same_v<T, float>) return _mm256_stream_ps(p, v);
+    if constexpr (std::is_same_v<T, double>) return _mm256_stream_pd(p, v);
+  }
+#endif
+  v.store(p, n);
+}
+inline void coil_stream_fence() {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+  _mm_sfence();
+#endif
+}
 // The m x n block at src (rows ld_src apart) transposed into dst (rows ld_dst apart):
 // dst[j * ld_dst + i] = src[i * ld_src + j]. at::vec's transpose_mxn with sizes known only at
 // run time is an element-by-element loop except for float under AVX-512 (16x16 blocks in
