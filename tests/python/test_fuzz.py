@@ -76,7 +76,9 @@ def test_every_row_has_an_element_equal_to_its_max(tmp_path):
     # python -m coil.fuzz --invariants: each amax/amin's mask of equal elements returned too (eager
     # marks one in every row by construction); seed 95506 found a row without one (a value
     # computed again through another exp) while C++ kernels inlined such values into two kernels.
-    seeds = [*range(INVARIANT_FIRST_SEED, INVARIANT_FIRST_SEED + INVARIANT_COUNT), 95506]
+    # Masks are not compared with eager's: in seed 112441 a written-out bf16 attention (one
+    # attention call in coil) rounds otherwise, and near ties swap which element is the max.
+    seeds = [*range(INVARIANT_FIRST_SEED, INVARIANT_FIRST_SEED + INVARIANT_COUNT), 95506, 112441]
     _check_seeds(seeds, tmp_path, invariants=True, vectorize="on")
 
 
