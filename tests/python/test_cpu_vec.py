@@ -170,10 +170,10 @@ def test_transposed_output_and_inputs(vectorize):
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
-@pytest.mark.parametrize("shape", [(256, 128), (200, 45), (33, 300), (131, 263)],
-                         ids=["even", "odd", "short", "ragged"])
+@pytest.mark.parametrize("shape", [(256, 128), (200, 45), (33, 300), (131, 263), (140, 600)],
+                         ids=["even", "odd", "short", "ragged", "whole_and_part"])
 def test_tiled_transposes(shape, dtype, vectorize, debug):
-    # Tiles of 128x128, full and partial, with edges that are not whole 8x8 register blocks: the
+    # Tiles of 512x64, full and partial, with edges that are not whole 8x8 register blocks: the
     # transposed read goes through a transposed tile (coil_transpose_tile: register blocks, then
     # the edges element by element).
     a, b = make_tensor(shape, dtype), make_tensor(shape[::-1], dtype)

@@ -68,7 +68,10 @@ struct Kernel {
   // Loop strategies (choose_loop_order), for the CPU renderer:
   int64_t column_block =
       0;             // > 0: reductions run with the last x dim innermost, this many at a time
-  int64_t tile = 0;  // > 0: pointwise: the two innermost x dims are tiled by this size
+  // > 0: pointwise: the two innermost x dims are tiled, tile_rows points of x[n-2] (the
+  // direction a transposed read is contiguous in) by tile points of x[n-1] (the vector loop).
+  int64_t tile = 0;
+  int64_t tile_rows = 0;
 
   bool has_reduction() const { return !rsizes.empty(); }
   sym::RangeEnv range_env() const;

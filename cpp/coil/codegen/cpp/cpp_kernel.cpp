@@ -408,13 +408,13 @@ void Emitter::render_loops() {
   } else if (tiled) {
     for (size_t i = 0; i + 2 < nx; ++i)
       headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
-    std::string t = std::to_string(k_.tile);
-    headers.push_back(loop_header("xt0", "0", size(nx - 2), t));
+    std::string t = std::to_string(k_.tile), tr = std::to_string(k_.tile_rows);
+    headers.push_back(loop_header("xt0", "0", size(nx - 2), tr));
     headers.push_back(loop_header("xt1", "0", size(nx - 1), t));
     parallel_loops = nx;
     std::string a = "x" + std::to_string(nx - 2), b = "x" + std::to_string(nx - 1);
     headers.push_back(
-        loop_header(a, "xt0", "std::min<int64_t>(xt0 + " + t + ", " + size(nx - 2) + ")"));
+        loop_header(a, "xt0", "std::min<int64_t>(xt0 + " + tr + ", " + size(nx - 2) + ")"));
     inner_begin = "xt1";
     inner_end = "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")";
     headers.push_back(loop_header(b, inner_begin, inner_end));

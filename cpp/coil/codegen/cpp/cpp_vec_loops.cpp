@@ -107,7 +107,8 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
   size_t nx = k_.xsizes.size();
   Expr xa = Expr::symbol("x" + std::to_string(nx - 2));
   Expr xb = Expr::symbol("x" + std::to_string(nx - 1));
-  std::string t = std::to_string(k_.tile);
+  // The tile: tile_rows points of xa by tile points of xb, held as rows of xb.
+  std::string t = std::to_string(k_.tile), tr = std::to_string(k_.tile_rows);
   for (const sched::Member& m : k_.members) {
     for (const Value& v : ir::topo_order({kernel_body(m)})) {
       if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
@@ -128,11 +129,11 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
       Expr origin =
           sym::substitute(v->index, {{xa, Expr::symbol("xt0")}, {xb, Expr::symbol("xt1")}});
       std::string ty = ctype(v.dtype());
-      line("alignas(64) " + ty + " " + name + "[" + t + " * " + t + "];  // " + v->buffer +
+      line("alignas(64) " + ty + " " + name + "[" + tr + " * " + t + "];  // " + v->buffer +
            "'s tile, transposed");
       line("coil_transpose_tile<" + ty + ">(" + ptr_.at(v->buffer) + " + (" +
            index_text(v->buffer, origin) + "), " + sym::to_cpp(*sb, env_) + ", " + name + ", " + t +
-           ", std::min<int64_t>(" + t + ", " + size_b + " - xt1), std::min<int64_t>(" + t + ", " +
+           ", std::min<int64_t>(" + t + ", " + size_b + " - xt1), std::min<int64_t>(" + tr + ", " +
            size_a + " - xt0));");
       tiles_[key] =
           t + "*(x" + std::to_string(nx - 2) + " - xt0) + x" + std::to_string(nx - 1) + " - xt1";
