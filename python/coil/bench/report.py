@@ -339,9 +339,15 @@ def _header(results: dict) -> list[str]:
                 + (f"; at the end: {end}." if end else ".")
             )
         copy = part.get("copy_bandwidth") or {}
+        clone = (
+            f" The same bytes into a fresh tensor (src.clone(): allocated, as each case's output "
+            f"is, its pages faulted in on first write): {copy['clone_gbps']:.1f} GB/s."
+            if copy.get("clone_gbps")
+            else ""
+        )
         out.append(
             f"Copy bandwidth (dst.copy_(src), bytes read + written, same run): "
-            f"**{copy['gbps']:.1f} GB/s**."
+            f"**{copy['gbps']:.1f} GB/s**.{clone}"
             if copy.get("bytes")
             else "Copy bandwidth: not measured."
         )

@@ -117,7 +117,12 @@ def copy_bandwidth(device: str, reps: int = 20) -> dict:
     times = [time_call(lambda: dst.copy_(src), device) for _ in range(reps)]
     seconds = statistics.median(times)
     nbytes = 2 * src.numel() * src.element_size()
-    return {"bytes": nbytes, "median_ms": seconds * 1e3, "gbps": nbytes / seconds / 1e9}
+    # src.clone(): the same bytes into a fresh tensor, as every case's call allocates its output.
+    # On the CPU a fresh buffer of many megabytes is new memory, faulted in on its first write
+    # (10 ms and more per 64 MiB on a virtual machine), which the copy into dst does not pay.
+    clone = statistics.median([time_call(lambda: src.clone(), device) for _ in range(reps)])
+    return {"bytes": nbytes, "median_ms": seconds * 1e3, "gbps": nbytes / seconds / 1e9,
+            "clone_gbps": nbytes / clone / 1e9}
 
 
 # --------------------------------------------------------------------------------------------
