@@ -100,6 +100,7 @@ def _compare(actual, expected, dtypes: set, fake: list | None, values: bool = Tr
             )
         if values:
             torch.testing.assert_close(a, e, equal_nan=True, **_tolerances(e, dtypes))
+            _check_zero_signs(a, e)
     for k, (a, e) in enumerate(zip(actual, expected)):
         # The graph coil receives says what layout each output has (fake tensors' strides);
         # where PyTorch's meta functions disagree with its kernels (a broadcast bool operand
@@ -112,6 +113,26 @@ def _compare(actual, expected, dtypes: set, fake: list | None, values: bool = Tr
                 f"output {k}: strides {a.stride()} vs eager {e.stride()} "
                 f"(fake tensors: {fake[k] if fake else '?'}; shape {tuple(e.shape)})"
             )
+
+
+class ZeroSignError(AssertionError):
+    """A zero of the other sign than eager's (no tolerance or float64 reference excuses it)."""
+
+
+def _check_zero_signs(a: torch.Tensor, e: torch.Tensor) -> None:
+    """Where both results are zero, the same zero: assert_close takes -0.0 for 0.0, but 1 / x
+    tells them apart (relu(-0.0) is -0.0 in eager; coil's was 0.0)."""
+    if not a.dtype.is_floating_point or a.numel() == 0:
+        return
+    both = (a == 0) & (e == 0)
+    if not bool(both.any()):
+        return
+    differ = both & (torch.signbit(a) != torch.signbit(e))
+    if bool(differ.any()):
+        at = tuple(int(i) for i in differ.nonzero()[0])
+        raise ZeroSignError(
+            f"{int(differ.sum())} zeros of the other sign than eager's (first at {at}: "
+            f"{float(a[at])} vs {float(e[at])})")
 
 
 def _as_close_as_eager(program: Program, inputs: list, actual, expected, slack: float) -> bool:
@@ -146,6 +167,8 @@ def _check(program: Program, inputs: list, actual, expected, dtypes: set, fake) 
     eager's."""
     try:
         _compare(actual, expected, dtypes, fake)
+    except ZeroSignError:
+        raise
     except AssertionError:
         slack = 2e-2 if dtypes & {torch.bfloat16, torch.float16} else 1e-4
         if not _as_close_as_eager(program, inputs, actual, expected, slack):

@@ -69,7 +69,15 @@ def _make_input(rng: random.Random, shape, dtype, layout: str) -> torch.Tensor:
         )
         return base[1:] if shape else base[1]
     if dtype.is_floating_point:
-        return torch.randn(shape, generator=gen).to(dtype)
+        t = torch.randn(shape, generator=gen)
+        # A quarter of float inputs get zeros of both signs (drawn from the input's own generator:
+        # programs and their other inputs stay what each seed made before). relu, clamp and the
+        # like keep x where it equals their bound: relu(-0.0) is -0.0, which coil's was not.
+        if torch.rand((), generator=gen) < 0.25:
+            zero = torch.rand(shape, generator=gen) < 0.2
+            sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0)
+            t = torch.where(zero, 0.0 * sign, t)
+        return t.to(dtype)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     if dtype == torch.uint8:
@@ -223,10 +231,11 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return a - b
     if op == "mul":
         return a * b
-    if op == "maximum":
-        return torch.maximum(a, b)
-    if op == "minimum":
-        return torch.minimum(a, b)
+    if op in ("maximum", "minimum"):
+        # (+ 0: which zero eager's maximum(-0.0, 0.0) gives depends on the element's position,
+        # in its vector loop or its scalar tail; adding +0 makes every zero +0.)
+        m = torch.maximum(a, b) if op == "maximum" else torch.minimum(a, b)
+        return m + 0 if m.dtype.is_floating_point else m
     if op == "div_safe":
         return a / (b.abs() + 1)
     if op == "where_pos":

@@ -17,6 +17,7 @@ from conftest import (
     dtype_id,
     make_input,
     make_tensor,
+    requires_coil,
 )
 
 F32, F64, I64, BOOL, BF16 = torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16
@@ -540,3 +541,40 @@ def test_full_dtypes(dtype):
         ),
         make_tensor((4, 8)),
     )
+
+
+SIGNED_ZERO_OPS = {
+    "relu": torch.relu,
+    "relu6": F.relu6,
+    "clamp_min": lambda x: x.clamp(min=0.0),
+    "clamp_max": lambda x: x.clamp(max=-0.0),
+    "clamp": lambda x: x.clamp(0.0, 1.0),
+    "hardtanh": lambda x: F.hardtanh(x, 0.0, 1.0),
+    "clamp_tensor": lambda x: torch.clamp(x, min=torch.zeros(()), max=torch.ones(())),
+}
+
+
+@pytest.mark.parametrize("vectorize", ["on", "off"])
+@pytest.mark.parametrize("name", list(SIGNED_ZERO_OPS))
+def test_bounds_keep_a_zeros_sign(name, vectorize, monkeypatch):
+    # relu and the clamps keep x where it equals their bound, as eager's do: relu(-0.0) is -0.0,
+    # so 1 / relu(x) is -inf there (coil's was +inf: it lowered relu to maximum(x, 0), which
+    # gives its second operand on a tie). NaN passes through. Vector loops and scalar ones.
+    requires_coil()
+    import coil
+
+    monkeypatch.setattr(coil.config.options, "cpp_vectorize", vectorize)
+    x = torch.tensor([-0.0, 0.0, float("nan"), -1.0, 2.0, 0.5, -0.0, 1.0] * 5)
+    fn = SIGNED_ZERO_OPS[name]
+    got = torch.compile(lambda x: 1 / fn(x), backend="coil")(x)
+    want = 1 / fn(x)
+    assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (got, want)
+    assert torch.equal(got.isnan(), want.isnan())
+
+
+def test_the_fuzzer_tells_zeros_apart():
+    from coil.fuzz import ZeroSignError, _check_zero_signs
+
+    _check_zero_signs(torch.tensor([0.0, -0.0, 1.0]), torch.tensor([0.0, -0.0, 1.0]))
+    with pytest.raises(ZeroSignError, match="other sign"):
+        _check_zero_signs(torch.tensor([0.0, 1.0]), torch.tensor([-0.0, 1.0]))

@@ -321,8 +321,11 @@ void register_pointwise(Registry& r) {
              });
   }
 
+  // relu and clamp keep x where it equals the bound, as eager's clamp_min does: relu(-0.0) is
+  // -0.0 (1 / relu(x) is -inf there). Maximum(a, b) gives b on a tie (coil_max, at::vec::maximum),
+  // so the bound goes first.
   reg_math(r, "aten.relu.default", 1, [](const std::vector<Value>& v) {
-    return ir::binary(Op::Maximum, v[0], ir::int_constant(0, v[0].dtype()));
+    return ir::binary(Op::Maximum, ir::int_constant(0, v[0].dtype()), v[0]);
   });
   reg_math(r, "aten.silu.default", 1,
            [](const std::vector<Value>& v) { return ir::mul(v[0], ir::unary(Op::Sigmoid, v[0])); });
@@ -398,8 +401,8 @@ void register_pointwise(Registry& r) {
     if (graph::is_floating(m.dtype)) d = opmath(m.dtype);
     std::vector<Expr> idx = ir::index_vars(m.rank());
     Value x = read_operand(L, n.args[0], m.sizes, idx, d);
-    if (lo) x = ir::binary(Op::Maximum, x, read_operand(L, *lo, m.sizes, idx, d));
-    if (hi) x = ir::binary(Op::Minimum, x, read_operand(L, *hi, m.sizes, idx, d));
+    if (lo) x = ir::binary(Op::Maximum, read_operand(L, *lo, m.sizes, idx, d), x);
+    if (hi) x = ir::binary(Op::Minimum, read_operand(L, *hi, m.sizes, idx, d), x);
     TensorBox out{m.dtype, m.device, m.sizes, ir::cast(x, m.dtype), inlined_origins(L, inputs)};
     return {out};
   };

@@ -267,8 +267,9 @@ class Emitter {
   void render_loops();
 
   // Whether this pointwise kernel streams its vector stores (kStreamMinBytes): vector form
-  // allowed, no scatter, rows long enough to fence after each (tiled and flat kernels fence per
-  // tile and per chunk instead). Stores that are not whole contiguous float32/float64 vectors
+  // allowed, no scatter, no function such as exp or erf bounding it (ir::computes_inexactly),
+  // rows long enough to fence after each (tiled and flat kernels fence per tile and per chunk
+  // instead). Stores that are not whole contiguous float32/float64 vectors
   // stay ordinary. cpp_vectorize="on" streams every pointwise kernel in vector form.
   bool plan_stream_stores(bool tiled) const;
 

@@ -1,6 +1,7 @@
 // The innermost loop of a C++ kernel in vector form (cpp_emitter.h, cpp_vec.h): which values
 // vary along it, their vector texts, loads and stores of lanes, transposed tiles, and the attempt
 // that falls back to the scalar loop.
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -214,6 +215,15 @@ void Emitter::vector_value(Value v) {
       if (v->args.size() == 1) t = vec_unary_text(v.op(), vec_operand(v->args[0]), vec());
       if (v->args.size() == 2) {
         t = vec_binary_text(v.op(), vec_operand(v->args[0]), vec_operand(v->args[1]), vec());
+        // A number that is not NaN first (relu's 0, a clamp's bound): one max/min instruction,
+        // which gives its second operand on a tie (Maximum's rule) and passes a NaN there
+        // through (at::vec::maximum's NaN check is for operands that both vary).
+        const Value& k = v->args[0];
+        if ((v.op() == Op::Maximum || v.op() == Op::Minimum) && k.op() == Op::Constant &&
+            graph::is_floating(k.dtype()) && !std::isnan(k->fvalue)) {
+          t = std::string(v.op() == Op::Maximum ? "at::vec::clamp_min(" : "at::vec::clamp_max(") +
+              vec_operand(v->args[1]) + ", " + vec_operand(k) + ")";
+        }
       }
       if (!t) throw NoVectorForm{std::string(ir::op_name(v.op())) + " has no vector form"};
       text = *t;
