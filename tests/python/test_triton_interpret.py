@@ -8,6 +8,7 @@ process started by test_in_interpreter_process; run with TRITON_INTERPRET=1 set,
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -438,3 +439,24 @@ def test_padded_matmul():
     with coil.config.patch(gemm_padding="on"), torch.no_grad():
         check_triton(lambda x: torch.log_softmax(head(torch.tanh(x)).float(), -1) * 2,
                      torch.randn(3, 5, 12), atol=1e-5, rtol=1e-5)
+
+
+def test_values_a_later_stage_reads_stay_in_registers(tmp_path):
+    # A safe softmax (rows entirely -inf give zeros, as SDPA's math path and T5's masked
+    # attention compute): the probabilities are read again by the where in a later stage. Rows
+    # of 40 fit one block (persistent), so they stay in registers: no buffer, no store.
+    def f(x, m):
+        s = x.masked_fill(m, float("-inf"))
+        p = torch.softmax(s, -1)
+        return torch.where((s == float("-inf")).all(-1, keepdim=True), 0.0, p) * 2
+
+    x = make_tensor((6, 40))
+    m = torch.zeros(6, 40, dtype=torch.bool)
+    m[2] = True
+    m[4, ::3] = True
+    coil = requires_coil()
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        check_triton(f, x, m, kinds=["per"])
+    code = open(os.path.join(coil.compiled_graphs()[-1].debug_dir, "output_code.py")).read()
+    allocations = re.findall(r"^ +buf\d+ = empty_strided", code, re.M)
+    assert len(allocations) == 1, code  # the output alone

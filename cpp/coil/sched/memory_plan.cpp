@@ -267,7 +267,9 @@ void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
             reads_it |= a.buffer == b.name;
           // Reduction results are per x point (like outer values), visible to every later stage.
           bool per_point = !self->inner || b.is_reduction();
-          if (reads_it && !per_point && m.stage != self->stage) local = false;
+          // (A GPU kernel whose rows stay in registers reads it there in every stage.)
+          if (reads_it && !per_point && m.stage != self->stage && !k.rows_in_registers)
+            local = false;
         }
       }
       plan.stored = !local;

@@ -67,11 +67,14 @@ struct Kernel {
   std::vector<std::string> decisions;  // why the kernel looks the way it does
   // Loop strategies (choose_loop_order), for the CPU renderer:
   int64_t column_block =
-      0;             // > 0: reductions run with the last x dim innermost, this many at a time
+      0;  // > 0: reductions run with the last x dim innermost, this many at a time
   // > 0: pointwise: the two innermost x dims are tiled, tile_rows points of x[n-2] (the
   // direction a transposed read is contiguous in) by tile points of x[n-1] (the vector loop).
   int64_t tile = 0;
   int64_t tile_rows = 0;
+  // GPU (Triton) kernels whose reduction rows fit a block (persistent_on_gpu): each row stays in
+  // registers across the kernel's stages, so an inner value a later stage reads needs no buffer.
+  bool rows_in_registers = false;
 
   bool has_reduction() const { return !rsizes.empty(); }
   sym::RangeEnv range_env() const;
@@ -152,6 +155,19 @@ std::vector<int> launch_order(const ir::Program& prog, const UnitGraph& g, bool 
 // Rewrites reductions with few, long rows into a partial and a final pass (split_reduction.cpp);
 // for GPU targets, where one row per program would leave most of the machine idle.
 void split_reductions(ir::Program& prog);
+
+// Triton reductions whose whole row fits one block run "persistent": the row is loaded once and
+// every stage reuses it from registers. Rows up to kPersistentMaxRnumel run several per block;
+// longer ones, up to kPersistentLongRnumel, one per block. Column reductions (strided along r)
+// only while a block of kMinColumnXBlock columns stays within kPersistentMaxBlockElements.
+// (codegen/triton/triton_launch.cpp picks the configs; this decides.)
+inline constexpr int64_t kPersistentMaxRnumel = 1024;
+inline constexpr int64_t kPersistentLongRnumel = 32768;
+inline constexpr int64_t kPersistentMaxBlockElements = 4096;
+inline constexpr int64_t kMinColumnXBlock = 32;
+// Whether kernel k runs persistent on a GPU: a reduction (or inner stages) over a static rnumel
+// within the limits above.
+bool persistent_on_gpu(const Kernel& k);
 
 struct ScheduleOptions {
   bool gpu = false;  // kernels are rendered for a GPU (Triton): split few-row reductions

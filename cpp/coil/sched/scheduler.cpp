@@ -268,6 +268,33 @@ void order_loops(const ir::Program& prog, Kernel& k) {
   }
 }
 
+bool persistent_on_gpu(const Kernel& k) {
+  bool inner = k.has_reduction();
+  for (const Stage& st : k.stages) inner |= st.inner;
+  if (!inner) return false;
+  Expr r = 1, x = 1;
+  for (const Expr& e : k.rsizes) r = r * e;
+  for (const Expr& e : k.xsizes) x = x * e;
+  auto rnumel = r.as_int();
+  if (!rnumel) return false;  // RBLOCK must cover the row
+  auto pow2 = [](int64_t n) {
+    int64_t p = 1;
+    while (p < n) p *= 2;
+    return p;
+  };
+  bool column = k.column_block > 0;
+  int64_t xhint = 1;
+  try {
+    xhint = std::max<int64_t>(sym::size_hint(x, sym::RangeEnv{}), 1);
+  } catch (const std::runtime_error&) {
+  }
+  if (*rnumel <= kPersistentMaxRnumel &&
+      (!column || pow2(std::max<int64_t>(*rnumel, 1)) * std::min(kMinColumnXBlock, pow2(xhint)) <=
+                      kPersistentMaxBlockElements))
+    return true;
+  return *rnumel <= kPersistentLongRnumel && !column;
+}
+
 Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   Schedule s;
   remove_dead_buffers(prog, s);
@@ -292,6 +319,9 @@ Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   }
   fuse(prog, s);
   choose_loop_order(prog, s);
+  if (opts.gpu) {
+    for (Kernel& k : s.kernels) k.rows_in_registers = persistent_on_gpu(k);
+  }
   plan_memory(prog, s, opts.inputs_freed);
   return s;
 }

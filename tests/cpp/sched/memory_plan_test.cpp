@@ -92,6 +92,32 @@ TEST(MemoryPlan, InnerValuesReadInALaterLoopAreStored) {
   EXPECT_FALSE(r.plan("buf1").stored);     // the sum is a per-row value: a register
 }
 
+TEST(MemoryPlan, GpuRowsInRegistersNeedNoBufferForInnerValues) {
+  // InnerValuesReadInALaterLoopAreStored's program (p = a + b + c + d + e, stored; out = p /
+  // sum(p)) scheduled for a GPU: a row of 32 fits one block and stays in registers across the
+  // stages (persistent), so p is never written to memory (T5's safe softmax stored its
+  // probabilities, 64 MB per layer, only to read them back from registers).
+  GraphBuilder b;
+  std::vector<Arg> in;
+  for (int k = 0; k < 5; ++k)
+    in.push_back(b.input("arg" + std::to_string(k) + "_1", contiguous({8, 32})));
+  Arg p = in[0];
+  for (int k = 1; k < 5; ++k) {
+    p = b.call("add_" + std::to_string(k), "aten.add.Tensor", {p, in[k]}, contiguous({8, 32}));
+  }
+  Arg s =
+      b.call("sum_1", "aten.sum.dim_IntList", {p, ints({1}), test::barg(true)}, contiguous({8, 1}));
+  graph::Graph g = b.finish({b.call("div", "aten.div.Tensor", {p, s}, contiguous({8, 32}))});
+  Scheduled gpu{lower::lower_graph(g), {}};
+  ScheduleOptions opts;
+  opts.gpu = true;
+  gpu.s = schedule_program(gpu.prog, opts);
+  ASSERT_EQ(gpu.s.kernels.size(), 1u) << gpu.s.fusion_text(gpu.prog);
+  EXPECT_TRUE(gpu.s.kernels[0].rows_in_registers);
+  EXPECT_FALSE(gpu.plan("buf0").stored) << gpu.s.post_fusion_text(gpu.prog);
+  EXPECT_TRUE(schedule(g).plan("buf0").stored);  // the CPU loops over the row once per stage
+}
+
 TEST(MemoryPlan, OutputsAreStoredAndNeverFreed) {
   for (const auto& named : test::snapshot_graphs()) {
     Scheduled r = schedule(named.build());

@@ -5,6 +5,10 @@
 
 namespace coil::codegen {
 
+using sched::kMinColumnXBlock;
+using sched::kPersistentLongRnumel;
+using sched::kPersistentMaxBlockElements;
+using sched::kPersistentMaxRnumel;
 using sym::Expr;
 
 namespace {
@@ -18,12 +22,7 @@ namespace {
 // while a block of kMinColumnXBlock columns fits (neighbouring columns are neighbouring addresses,
 // so the block's loads coalesce); longer ones loop: a block of one column would read one element
 // per cache line (MobileNetV3's squeeze-excite means over 28x28 NHWC maps took 0.34 ms so).
-constexpr int64_t kPersistentMaxRnumel = 1024;
-constexpr int64_t kPersistentLongRnumel = 32768;
 constexpr int64_t kPersistentElementsPerThread = 32;
-// Persistent configs keep XBLOCK * RBLOCK at most this, so a block's values fit in registers.
-constexpr int64_t kPersistentMaxBlockElements = 4096;
-constexpr int64_t kMinColumnXBlock = 32;
 // Kernels over at most this many elements (x times r) keep their first candidate only: 1 MB of
 // float32 moves in well under a microsecond on a current GPU, below a launch's own overhead, so
 // no config can win back what compiling and benchmarking the others costs (each candidate is a
@@ -179,10 +178,7 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     }
     p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
                           std::to_string(xnumel) + "), configs " + configs_text(cs));
-  } else if (!rdyn && rnumel <= kPersistentMaxRnumel &&
-             (!column ||
-              next_pow2(std::max<int64_t>(rnumel, 1)) * std::min(kMinColumnXBlock, xcap) <=
-                  kPersistentMaxBlockElements)) {
+  } else if (sched::persistent_on_gpu(k) && rnumel <= sched::kPersistentMaxRnumel) {
     p.launch.kind = "persistent_reduction";
     p.persistent = true;
     int64_t rb = next_pow2(std::max<int64_t>(rnumel, 1));
@@ -198,7 +194,7 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
                           " <= " + std::to_string(kPersistentMaxRnumel) +
                           "): each row lives in one block, RBLOCK=" + std::to_string(rb) +
                           "; stages reuse the row in registers; configs " + configs_text(cs));
-  } else if (!rdyn && rnumel <= kPersistentLongRnumel && !column) {
+  } else if (sched::persistent_on_gpu(k)) {
     p.launch.kind = "persistent_reduction";
     p.persistent = true;
     int64_t rb = next_pow2(rnumel);
