@@ -283,11 +283,7 @@ bool persistent_on_gpu(const Kernel& k) {
     return p;
   };
   bool column = k.column_block > 0;
-  int64_t xhint = 1;
-  try {
-    xhint = std::max<int64_t>(sym::size_hint(x, sym::RangeEnv{}), 1);
-  } catch (const std::runtime_error&) {
-  }
+  int64_t xhint = std::max<int64_t>(sym::try_size_hint(x).value_or(1), 1);
   if (*rnumel <= kPersistentMaxRnumel &&
       (!column || pow2(std::max<int64_t>(*rnumel, 1)) * std::min(kMinColumnXBlock, pow2(xhint)) <=
                       kPersistentMaxBlockElements))

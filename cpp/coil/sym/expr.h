@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -178,6 +179,14 @@ bool statically_known_true(const Expr& pred, const RangeEnv& env);
 // The value of e with every symbol replaced by its hint. Throws std::runtime_error naming the
 // symbol when one has no hint.
 int64_t size_hint(const Expr& e, const RangeEnv& env);
+// size_hint, or nullopt where a symbol has no hint (heuristics that then keep their default).
+inline std::optional<int64_t> try_size_hint(const Expr& e, const RangeEnv& env = {}) {
+  try {
+    return size_hint(e, env);
+  } catch (const std::runtime_error&) {
+    return std::nullopt;
+  }
+}
 
 // ---- rewriting and queries ----
 // Replace symbols (keys must be symbols) by expressions, re-canonicalizing.

@@ -8,7 +8,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 #include <unordered_map>
 
 #include "coil/codegen/cpp/cpp_emitter.h"
@@ -355,18 +354,11 @@ void Emitter::emit_pointwise(const sched::Member& m) {
 
 bool Emitter::plan_stream_stores(bool tiled) const {
   if (!vectorize_ || scatter() || k_.has_reduction() || k_.xsizes.empty()) return false;
-  auto hint = [](const Expr& e) -> std::optional<int64_t> {
-    try {
-      return sym::size_hint(e, sym::RangeEnv{});
-    } catch (const std::runtime_error&) {
-      return std::nullopt;
-    }
-  };
   // (cpp_vectorize="on" streams small kernels too, as it renders them in vector form and in row
   // groups: how tests and the fuzzer reach streaming stores with small tensors.)
   bool forced = min_trip_ <= 1;
   if (!forced && !tiled && k_.xsizes.size() > 1) {
-    auto row = hint(k_.xsizes.back());
+    auto row = sym::try_size_hint(k_.xsizes.back());
     if (!row || *row < kStreamMinRow) return false;
   }
   int64_t bytes = 0;
@@ -377,7 +369,7 @@ bool Emitter::plan_stream_stores(bool tiled) const {
     // (gelu(x * y + z) over 2^24 float32: 17.1 ms streamed, 16.9 not).
     if (!forced && ir::computes_inexactly(kernel_body(m))) return false;
     if (!stored(b.name)) continue;
-    auto n = hint(b.layout.numel());
+    auto n = sym::try_size_hint(b.layout.numel());
     if (!n) return false;
     bytes += *n * graph::dtype_itemsize(b.layout.dtype);
   }

@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <stdexcept>
 
 namespace coil::codegen {
 
@@ -54,13 +53,9 @@ std::string quote(const std::string& s) {
 constexpr int64_t kLargeCpuBufferBytes = int64_t{4} << 20;
 
 bool large_cpu_buffer(const ir::Layout& layout) {
-  int64_t numel = 0;
-  try {
-    numel = sym::size_hint(layout.numel(), sym::RangeEnv{});
-  } catch (const std::runtime_error&) {
-    return false;  // a size without a hint: the plain allocation
-  }
-  return numel >= kLargeCpuBufferBytes / graph::dtype_itemsize(layout.dtype);
+  std::optional<int64_t> numel = sym::try_size_hint(layout.numel());
+  // (A size without a hint: the plain allocation.)
+  return numel && *numel >= kLargeCpuBufferBytes / graph::dtype_itemsize(layout.dtype);
 }
 
 // How a buffer is named in the wrapper: inputs keep their graph names.
