@@ -64,10 +64,8 @@ TEST(MemoryPlan, BuffersUsedOnlyInsideTheirKernelAreNotStored) {
   for (const auto& [name, plan] : chain.s.buffers) EXPECT_TRUE(plan.stored) << name;
 }
 
-TEST(MemoryPlan, InnerValuesReadInALaterLoopAreStored) {
-  // p = a + b + c + d + e is stored (two users, five reads); s = sum(p, 1); out = p / s. All
-  // three fuse into one kernel x[8] r[32]: p and s in the first r loop, out in a second one
-  // (it needs s finished). p is a per-(x, r) value, so the second loop must read it from memory.
+// p = a + b + c + d + e (stored: two users, five reads); s = sum(p, 1); out = p / s, over [8, 32].
+graph::Graph sum_then_divide() {
   GraphBuilder b;
   std::vector<Arg> in;
   for (int k = 0; k < 5; ++k)
@@ -78,8 +76,14 @@ TEST(MemoryPlan, InnerValuesReadInALaterLoopAreStored) {
   }
   Arg s =
       b.call("sum_1", "aten.sum.dim_IntList", {p, ints({1}), test::barg(true)}, contiguous({8, 1}));
-  Arg o = b.call("div", "aten.div.Tensor", {p, s}, contiguous({8, 32}));
-  Scheduled r = schedule(b.finish({o}));
+  return b.finish({b.call("div", "aten.div.Tensor", {p, s}, contiguous({8, 32}))});
+}
+
+TEST(MemoryPlan, InnerValuesReadInALaterLoopAreStored) {
+  // sum_then_divide: all three fuse into one kernel x[8] r[32]: p and s in the first r loop, out in
+  // a second one (it needs s finished). p is a per-(x, r) value, so the second loop must read it
+  // from memory.
+  Scheduled r = schedule(sum_then_divide());
   ASSERT_EQ(r.s.kernels.size(), 1u) << r.s.fusion_text(r.prog);
   ASSERT_EQ(r.s.kernels[0].stages.size(), 2u) << r.s.schedule_text(r.prog);
   EXPECT_EQ(r.s.post_fusion_text(r.prog),
@@ -93,21 +97,10 @@ TEST(MemoryPlan, InnerValuesReadInALaterLoopAreStored) {
 }
 
 TEST(MemoryPlan, GpuRowsInRegistersNeedNoBufferForInnerValues) {
-  // InnerValuesReadInALaterLoopAreStored's program (p = a + b + c + d + e, stored; out = p /
-  // sum(p)) scheduled for a GPU: a row of 32 fits one block and stays in registers across the
-  // stages (persistent), so p is never written to memory (T5's safe softmax stored its
+  // sum_then_divide scheduled for a GPU: a row of 32 fits one block and stays in registers across
+  // the stages (persistent), so p is never written to memory (T5's safe softmax stored its
   // probabilities, 64 MB per layer, only to read them back from registers).
-  GraphBuilder b;
-  std::vector<Arg> in;
-  for (int k = 0; k < 5; ++k)
-    in.push_back(b.input("arg" + std::to_string(k) + "_1", contiguous({8, 32})));
-  Arg p = in[0];
-  for (int k = 1; k < 5; ++k) {
-    p = b.call("add_" + std::to_string(k), "aten.add.Tensor", {p, in[k]}, contiguous({8, 32}));
-  }
-  Arg s =
-      b.call("sum_1", "aten.sum.dim_IntList", {p, ints({1}), test::barg(true)}, contiguous({8, 1}));
-  graph::Graph g = b.finish({b.call("div", "aten.div.Tensor", {p, s}, contiguous({8, 32}))});
+  graph::Graph g = sum_then_divide();
   Scheduled gpu{lower::lower_graph(g), {}};
   ScheduleOptions opts;
   opts.gpu = true;
