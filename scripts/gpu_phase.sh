@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call of a GPU session (device tool; results under $OUT):
-#   bash scripts/gpu_phase.sh build-test   build a wheel into $OUT, install it, run tests/gpu, and
-#                                          list what is alive at vit_b_16_train's peak
+#   bash scripts/gpu_phase.sh build-test [CASES ["PROFILE ARGS"]]
+#                                          build a wheel into $OUT, install it, run tests/gpu, then
+#                                          bench CASES and run gpu_profile.py with PROFILE ARGS
 #   bash scripts/gpu_phase.sh bench CASES  install the wheel carried in .gpu_wheel/, run
 #                                          `python -m coil.bench --device cuda --cases CASES`
 set -uo pipefail
@@ -21,8 +22,17 @@ if [ "$phase" = build-test ]; then
   timeout "${GPU_TEST_TIMEOUT:-300}" python3 -m pytest "$R/tests/gpu" -q -p no:cacheprovider \
     --durations=5 > "$OUT/gpu_tests.log" 2>&1
   tail -12 "$OUT/gpu_tests.log"
-  timeout 150 python3 "$R/scripts/gpu_peak_blocks.py" vit_b_16_train --top 16 2>&1 |
-    grep -v Warning | tee "$OUT/vit_peak.txt" | tail -40
+  if [ -n "${2:-}" ]; then
+    timeout "${BENCH_TIMEOUT:-240}" python3 -m coil.bench --device cuda --no-progress --no-plots \
+      --compile-time none --cases "$2" --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+    tail -3 "$OUT/bench.log"
+    grep -E "^\| [a-z]" "$OUT/bench/results.md" | head -40
+  fi
+  if [ -n "${3:-}" ]; then
+    timeout "${PROFILE_TIMEOUT:-120}" python3 "$R/scripts/gpu_profile.py" $3 --top 40 \
+      > "$OUT/profile.txt" 2>&1
+    grep -v Warning "$OUT/profile.txt" | tail -70
+  fi
 else
   python3 -m pip install --no-deps -q "$R"/.gpu_wheel/coil-*.whl || exit 1
   cd /tmp
