@@ -114,6 +114,27 @@ def test_layer_norm_constant_rows():
     check(lambda t: F.layer_norm(t, (8,), eps=1e-5), x)
 
 
+@pytest.mark.parametrize("n", [40, 77, 1000])
+def test_statistics_of_constant_rows_are_exact(n):
+    # A row of equal values c whose sum rounds (c * n is not exact): eager's Welford gives mean c
+    # and variance 0, so (x - mean) is 0 and layer_norm's output is exactly its bias. coil's
+    # corrected two-pass moments get the same; the plain sum / n did not (its rounding times
+    # 1/sqrt(eps), 1.9e-4 for a column of 40 values).
+    gen = torch.Generator().manual_seed(n)
+    c = torch.rand(6, 1, generator=gen) * 10 + 0.1
+    x = c.expand(6, n).contiguous()
+    b = torch.randn(n, generator=gen)
+    ln = torch.compile(lambda t, b: F.layer_norm(t, (n,), None, b), backend="coil")
+    assert torch.equal(ln(x, b), b.expand(6, n))
+    var, mean = torch.compile(lambda t: torch.var_mean(t, 1), backend="coil")(x)
+    assert torch.equal(mean, c[:, 0]) and torch.equal(var, torch.zeros(6))
+    g = torch.compile(lambda t: F.group_norm(t, 6), backend="coil")(x.view(1, 6, n))
+    assert torch.equal(g, torch.zeros(1, 6, n))
+    t = x.t().reshape(n, 6, 1, 1)  # channels of equal values for a training batch norm
+    bn = torch.compile(lambda t: F.batch_norm(t, None, None, training=True), backend="coil")(t)
+    assert torch.equal(bn, torch.zeros(n, 6, 1, 1))
+
+
 def test_batch_norm_eval():
     x = make_tensor((2, 3, 4, 5))
     mean, var = make_tensor((3,)), make_tensor((3,), domain="positive")

@@ -688,6 +688,7 @@ const Registry& registry() {
     Registry r;
     register_pointwise(r);
     register_reductions(r);
+    register_norms(r);
     register_views(r);
     register_movement(r);
     register_creation(r);

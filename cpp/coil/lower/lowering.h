@@ -122,6 +122,7 @@ using Registry = std::map<std::string, LowerFn>;
 // Per-family registration (each in its own file).
 void register_pointwise(Registry& r);
 void register_reductions(Registry& r);
+void register_norms(Registry& r);
 void register_views(Registry& r);
 void register_movement(Registry& r);  // after register_views: reuses its lowerings
 void register_creation(Registry& r);

@@ -1,6 +1,6 @@
 // Lowerings of reductions: sum, mean, prod, amax/amin, argmax/argmin, max/min.dim, any/all,
-// var/std/var_mean (two-pass: mean first, then the sum of squared deviations, which is
-// numerically stable and fuses into one kernel), softmax and log_softmax.
+// softmax and log_softmax, vector norms, scans; the shared reduce() (reduce.h). Variance and the
+// normalizations are in norm.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +10,7 @@
 #include "coil/ir/realize_policy.h"
 #include "coil/lower/lowering.h"
 #include "coil/lower/pointwise_util.h"
+#include "coil/lower/reduce.h"
 
 namespace coil::lower {
 
@@ -17,13 +18,6 @@ using graph::Arg;
 using graph::Node;
 using ir::Op;
 using ir::ReductionType;
-
-namespace {
-
-struct ReduceSpec {
-  std::vector<int64_t> dims;  // sorted, unique, non-negative
-  bool keepdim = false;
-};
 
 // Reads the `dim` argument: an int, a list of ints, or None / [] (all dims).
 std::vector<int64_t> reduce_dims(const Lowering& L, const Arg* a, size_t rank) {
@@ -49,9 +43,11 @@ bool flag(const Lowering& L, const Node& n, size_t i, const std::string& name) {
   return a && a->kind == Arg::Kind::Bool && a->b;
 }
 
-bool contains(const std::vector<int64_t>& v, int64_t x) {
+bool has_dim(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
+
+namespace {
 
 Value identity(ReductionType t, DType d) {
   switch (t) {
@@ -87,21 +83,22 @@ Value combine(ReductionType t, Value a, Value b) {
   }
 }
 
-// Reduces x over spec.dims with `type`. `pre` maps the loaded element (already cast to acc) to the
-// reduced value. The result box has the keepdim shape when spec.keepdim, else the reduced shape;
-// its dtype is `out` (the reduction buffer holds `out` when store_acc is false, else `acc`).
+}  // namespace
+
+// Unrolled into a pointwise combination up to kUnrollReductionThreshold elements. `pre` maps the
+// loaded element to the reduced value; the reduction buffer holds `out` when store_acc is false,
+// else `acc`.
 TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, ReductionType type,
-                 DType acc, DType out,
-                 const std::function<Value(Value, const std::vector<Expr>&)>& pre = nullptr) {
+                 DType acc, DType out, const ReducePre& pre) {
   std::vector<Expr> kept_sizes, red_sizes;
   for (size_t d = 0; d < x.rank(); ++d)
-    (contains(spec.dims, d) ? red_sizes : kept_sizes).push_back(x.sizes[d]);
+    (has_dim(spec.dims, d) ? red_sizes : kept_sizes).push_back(x.sizes[d]);
   // Element index of x in terms of the reduction buffer's v (kept) and u (reduced) variables.
   std::vector<Expr> idx(x.rank());
   size_t k = 0, j = 0;
   for (size_t d = 0; d < x.rank(); ++d) {
-    idx[d] = contains(spec.dims, d) ? ir::reduction_var(static_cast<int>(j++))
-                                    : ir::index_var(static_cast<int>(k++));
+    idx[d] = has_dim(spec.dims, d) ? ir::reduction_var(static_cast<int>(j++))
+                                   : ir::index_var(static_cast<int>(k++));
   }
   Value elem = ir::cast(x.load(idx), acc);
   if (pre) elem = pre(elem, idx);
@@ -138,7 +135,7 @@ TensorBox reduce(Lowering& L, const TensorBox& x, const ReduceSpec& spec, Reduct
   std::vector<Expr> sizes(x.rank()), inner_idx;
   std::vector<Expr> vars = ir::index_vars(x.rank());
   for (size_t d = 0; d < x.rank(); ++d) {
-    bool reduced = contains(spec.dims, d);
+    bool reduced = has_dim(spec.dims, d);
     sizes[d] = reduced ? Expr(1) : x.sizes[d];
     if (!reduced) inner_idx.push_back(vars[d]);
   }
@@ -159,6 +156,8 @@ TensorBox with_dtype(TensorBox b, DType d) {
   b.dtype = d;
   return b;
 }
+
+namespace {
 
 std::vector<TensorBox> lower_sum(Lowering& L, const Node& n, bool mean) {
   const TensorBox& x = L.box_of(n, 0);
@@ -202,57 +201,6 @@ std::vector<TensorBox> lower_arg(Lowering& L, const Node& n, ReductionType type,
   return {reduce(L, x, spec, type, acc, L.meta(n, meta_index).dtype)};
 }
 
-// Two-pass variance: mean, then the mean of squared deviations, divided by max(0, N - correction).
-std::pair<TensorBox, TensorBox> var_and_mean(Lowering& L, const Node& n, const TensorBox& x,
-                                             const Arg* dim_arg, const Arg& correction,
-                                             bool keepdim) {
-  ReduceSpec spec{reduce_dims(L, dim_arg, x.rank()), true};
-  DType acc = opmath(x.dtype);
-  Expr count = 1;
-  for (int64_t d : spec.dims) count = count * x.sizes[d];
-  Value count_v = ir::cast(ir::index_expr(count, DType::Int64), acc);
-  TensorBox sum = reduce(L, x, spec, ReductionType::Sum, acc, acc);
-  TensorBox mean = sum;
-  mean.body = ir::div(sum.body, count_v);
-  TensorBox sq =
-      reduce(L, x, spec, ReductionType::Sum, acc, acc, [&](Value e, const std::vector<Expr>& idx) {
-        Value dev = ir::sub(e, mean.load(broadcast_index(mean, x.sizes, idx)));
-        return ir::mul(dev, dev);
-      });
-  TensorBox var = sq;
-  // The correction may be a symbolic int (Dynamo makes Python ints dynamic too): the kernel
-  // reads it like a size.
-  Value denom =
-      ir::binary(Op::Maximum, ir::sub(count_v, L.scalar(correction, acc)), ir::constant(0.0, acc));
-  var.body = ir::div(sq.body, denom);
-  if (!keepdim) {
-    // Drop the size-1 reduced dims again.
-    auto squeeze = [&](const TensorBox& b) {
-      std::vector<Expr> sizes, idx;
-      size_t k = 0;
-      for (size_t d = 0; d < x.rank(); ++d) {
-        if (contains(spec.dims, d)) {
-          idx.push_back(0);
-        } else {
-          sizes.push_back(b.sizes[d]);
-          idx.push_back(ir::index_var(static_cast<int>(k++)));
-        }
-      }
-      return TensorBox{b.dtype, b.device, sizes, b.load(idx), b.origins};
-    };
-    var = squeeze(var);
-    mean = squeeze(mean);
-  }
-  (void)n;
-  return {var, mean};
-}
-
-Arg correction_arg(const Lowering& L, const Node& n) {
-  const Arg* c = L.arg(n, 2, "correction");
-  if (!c || c->is_none()) return Arg::integer(1);
-  return *c;
-}
-
 std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
@@ -278,82 +226,6 @@ std::vector<TensorBox> lower_softmax(Lowering& L, const Node& n, bool log) {
                       : ir::mul(ex, ir::unary(Op::Reciprocal, s));
   TensorBox out{m.dtype, m.device, m.sizes, ir::cast(body, m.dtype), x.origins};
   return {out};
-}
-
-// native_layer_norm: (x - mean) * rsqrt(var + eps) * weight + bias over the trailing dims, with
-// mean and rstd as extra outputs (what backward needs).
-std::vector<TensorBox> lower_layer_norm(Lowering& L, const Node& n) {
-  const TensorBox& x = L.box_of(n, 0);
-  size_t k = L.int_list(n.args.at(1)).size();
-  std::vector<Arg> dims;
-  for (size_t d = x.rank() - k; d < x.rank(); ++d)
-    dims.push_back(Arg::integer(static_cast<int64_t>(d)));
-  Arg dim_arg = Arg::list_of(dims);
-  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, Arg::integer(0), /*keepdim=*/true);
-  DType acc = opmath(x.dtype);
-  const Arg* eps_arg = L.arg(n, 4, "eps");
-  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
-  TensorBox rstd = var;
-  rstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
-  const graph::TensorMeta& m = L.meta(n, 0);
-  std::vector<Expr> idx = ir::index_vars(x.rank());
-  Value y =
-      ir::mul(ir::sub(ir::cast(x.load(idx), acc), mean.load(broadcast_index(mean, x.sizes, idx))),
-              rstd.load(broadcast_index(rstd, x.sizes, idx)));
-  std::set<std::string> origins = x.origins;
-  for (size_t i : {2, 3}) {
-    const Arg* a = L.arg(n, i, i == 2 ? "weight" : "bias");
-    if (!a || a->is_none()) continue;
-    const TensorBox& p = L.box(*a);
-    Value pv = ir::cast(p.load(broadcast_index(p, x.sizes, idx)), acc);
-    y = i == 2 ? ir::mul(y, pv) : ir::add(y, pv);
-    origins.insert(p.origins.begin(), p.origins.end());
-  }
-  TensorBox out{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins};
-  return {out, with_dtype(mean, L.meta(n, 1).dtype), with_dtype(rstd, L.meta(n, 2).dtype)};
-}
-
-// y = (x - mean[c]) * invstd[c] * weight[c] + bias[c], over x's index, with c = dim 1.
-Value normalize_channels(const Lowering& L, const Node& n, const TensorBox& x,
-                         const TensorBox& mean, const TensorBox& invstd, DType acc,
-                         std::set<std::string>& origins) {
-  std::vector<Expr> idx = ir::index_vars(x.rank());
-  auto channel = [&](const TensorBox& p) { return ir::cast(p.load({idx[1]}), acc); };
-  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), channel(mean)), channel(invstd));
-  for (size_t i : {1, 2}) {
-    const Arg* a = L.arg(n, i, i == 1 ? "weight" : "bias");
-    if (!a || a->is_none()) continue;
-    const TensorBox& p = L.box(*a);
-    y = i == 1 ? ir::mul(y, channel(p)) : ir::add(y, channel(p));
-    origins.insert(p.origins.begin(), p.origins.end());
-  }
-  return y;
-}
-
-// _native_batch_norm_legit_no_training (batch norm in eval mode): per channel (dim 1),
-// (x - running_mean) * rsqrt(running_var + eps) * weight + bias, in opmath; the saved mean and
-// invstd outputs are empty, as eager returns them.
-std::vector<TensorBox> lower_batch_norm_inference(Lowering& L, const Node& n) {
-  const TensorBox& x = L.box_of(n, 0);
-  if (x.rank() < 2) throw std::runtime_error("batch norm of a tensor with fewer than 2 dims");
-  DType acc = opmath(x.dtype);
-  const Arg* eps_arg = L.arg(n, 6, "eps");
-  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
-  const TensorBox& mean = L.box(*L.arg(n, 3, "running_mean"));
-  const TensorBox& var = L.box(*L.arg(n, 4, "running_var"));
-  TensorBox invstd = var;
-  invstd.dtype = acc;
-  invstd.body = ir::unary(Op::Rsqrt, ir::add(ir::cast(var.body, acc), eps));
-  std::set<std::string> origins = x.origins;
-  Value y = normalize_channels(L, n, x, mean, invstd, acc, origins);
-  const graph::TensorMeta& m = L.meta(n, 0);
-  std::vector<TensorBox> out = {
-      TensorBox{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins}};
-  for (size_t i : {1, 2}) {
-    const graph::TensorMeta& e = L.meta(n, i);
-    out.push_back(TensorBox{e.dtype, e.device, e.sizes, ir::constant(0.0, e.dtype), {}});
-  }
-  return out;
 }
 
 // linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None): the p-norm over dims, in the
@@ -527,115 +399,6 @@ std::vector<TensorBox> lower_logcumsumexp(Lowering& L, const Node& n) {
   return {TensorBox{m.dtype, m.device, m.sizes, ir::cast(out, m.dtype), x.origins}};
 }
 
-// Per-channel (dim 1) statistics of batch norm in training: the mean and biased variance over
-// every other dim, as [C] boxes in acc.
-std::pair<TensorBox, TensorBox> channel_stats(Lowering& L, const Node& n, const TensorBox& x) {
-  std::vector<Arg> dims;
-  for (size_t d = 0; d < x.rank(); ++d)
-    if (d != 1) dims.push_back(Arg::integer(static_cast<int64_t>(d)));
-  Arg dim_arg = Arg::list_of(dims);
-  auto [var, mean] = var_and_mean(L, n, x, &dim_arg, Arg::integer(0), /*keepdim=*/false);
-  return {mean, var};
-}
-
-// Batch norm in training mode (_native_batch_norm_legit_functional, _native_batch_norm_legit
-// .no_stats, _batch_norm_with_update_functional): normalizes with the batch's statistics and
-// returns (out, save_mean, save_invstd[, new running_mean, new running_var]); the running
-// statistics move by momentum towards the batch mean and the unbiased batch variance. With
-// training false (functional form only) it is the inference formula with the running statistics.
-std::vector<TensorBox> lower_batch_norm_training(Lowering& L, const Node& n, bool has_running,
-                                                 bool has_training_flag) {
-  const TensorBox& x = L.box_of(n, 0);
-  if (x.rank() < 2) throw std::runtime_error("batch norm of a tensor with fewer than 2 dims");
-  size_t next = has_running ? 5 : 3;
-  bool training = true;
-  if (has_training_flag) {
-    const Arg* t = L.arg(n, next, "training");
-    training = t && t->kind == Arg::Kind::Bool && t->b;
-    ++next;
-  }
-  if (!training) return {};  // inference with running statistics: left to the ATen op
-  // Eager's CPU kernel for bf16/fp16 inputs saves statistics that differ from the fp32 ones by more
-  // than rounding (its invstd can be a bf16 ulp off the correctly rounded value), and normalizes
-  // with them; near-zero outputs then differ beyond bf16 tolerances. Matching eager on CPU means
-  // running its kernel there.
-  if (!L.options().triton && (x.dtype == DType::BFloat16 || x.dtype == DType::Float16)) return {};
-  const Arg* mom_arg = L.arg(n, next, "momentum");
-  const Arg* eps_arg = L.arg(n, next + 1, "eps");
-  DType acc = opmath(x.dtype);
-  Value eps = eps_arg ? L.scalar(*eps_arg, acc) : ir::constant(1e-5, acc);
-  auto [mean, var] = channel_stats(L, n, x);
-  TensorBox invstd = var;
-  invstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
-  // Eager normalizes with the statistics as it saves them (in the saved dtype), so the output is
-  // computed from the saved values too.
-  TensorBox saved_mean = with_dtype(mean, L.meta(n, 1).dtype);
-  TensorBox saved_invstd = with_dtype(invstd, L.meta(n, 2).dtype);
-  std::set<std::string> origins = x.origins;
-  Value y = normalize_channels(L, n, x, saved_mean, saved_invstd, acc, origins);
-  const graph::TensorMeta& m = L.meta(n, 0);
-  std::vector<TensorBox> out = {
-      TensorBox{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins}, saved_mean,
-      saved_invstd};
-  if (!has_running || n.meta.size() < 5) return out;
-  Expr count = 1;
-  for (size_t d = 0; d < x.rank(); ++d)
-    if (d != 1) count = count * x.sizes[d];
-  Value count_v = ir::cast(ir::index_expr(count, DType::Int64), acc);
-  Value momentum = mom_arg ? L.scalar(*mom_arg, acc) : ir::constant(0.1, acc);
-  Value keep = ir::sub(ir::constant(1.0, acc), momentum);
-  Value unbias = ir::div(count_v, ir::binary(Op::Maximum, ir::sub(count_v, ir::constant(1.0, acc)),
-                                             ir::constant(1.0, acc)));
-  // _batch_norm_with_update_functional returns an empty `reserve` tensor before the statistics.
-  size_t first_running_output = has_training_flag ? 3 : 4;
-  if (!has_training_flag) {
-    const graph::TensorMeta& e = L.meta(n, 3);
-    out.push_back(TensorBox{e.dtype, e.device, e.sizes, ir::int_constant(0, e.dtype), {}});
-  }
-  std::vector<Expr> c = {ir::index_var(0)};
-  for (size_t i : {3, 4}) {
-    const TensorBox& running = L.box(*L.arg(n, i, i == 3 ? "running_mean" : "running_var"));
-    Value batch = i == 3 ? mean.load(c) : ir::mul(var.load(c), unbias);
-    Value moved = ir::add(ir::mul(ir::cast(running.load(c), acc), keep), ir::mul(batch, momentum));
-    const graph::TensorMeta& rm = L.meta(n, first_running_output + i - 3);
-    TensorBox b{rm.dtype, rm.device, rm.sizes, ir::cast(moved, rm.dtype), running.origins};
-    b.origins.insert(mean.origins.begin(), mean.origins.end());
-    out.push_back(b);
-  }
-  return out;
-}
-
-// native_group_norm(x, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd): statistics per
-// (sample, group) over the group's channels and every spatial position; weight/bias per channel.
-std::vector<TensorBox> lower_group_norm(Lowering& L, const Node& n) {
-  const TensorBox& x = L.box_of(n, 0);
-  int64_t N = int_of(L, n.args.at(3)), C = int_of(L, n.args.at(4));
-  int64_t hw = int_of(L, n.args.at(5)), G = int_of(L, n.args.at(6));
-  if (G <= 0 || C % G != 0 || x.rank() < 2) return {};
-  DType acc = opmath(x.dtype);
-  Value eps = L.scalar(n.args.at(7), acc);
-  TensorBox grouped = reshape(x, {N, G, (C / G) * hw});
-  Arg dim_arg = Arg::list_of({Arg::integer(2)});
-  auto [var, mean] = var_and_mean(L, n, grouped, &dim_arg, Arg::integer(0), /*keepdim=*/false);
-  TensorBox rstd = var;
-  rstd.body = ir::unary(Op::Rsqrt, ir::add(var.body, eps));
-  std::vector<Expr> idx = ir::index_vars(x.rank());
-  std::vector<Expr> ng = {idx[0], sym::floordiv(idx[1], Expr(C / G))};
-  Value y = ir::mul(ir::sub(ir::cast(x.load(idx), acc), mean.load(ng)), rstd.load(ng));
-  std::set<std::string> origins = x.origins;
-  for (size_t i : {1, 2}) {
-    const Arg& a = n.args.at(i);
-    if (a.is_none()) continue;
-    const TensorBox& p = L.box(a);
-    Value pv = ir::cast(p.load({idx[1]}), acc);
-    y = i == 1 ? ir::mul(y, pv) : ir::add(y, pv);
-    origins.insert(p.origins.begin(), p.origins.end());
-  }
-  const graph::TensorMeta& m = L.meta(n, 0);
-  return {TensorBox{m.dtype, m.device, m.sizes, ir::cast(y, m.dtype), origins},
-          with_dtype(mean, L.meta(n, 1).dtype), with_dtype(rstd, L.meta(n, 2).dtype)};
-}
-
 // addmv(self, mat, vec, beta=1, alpha=1) = beta * self + alpha * (mat @ vec), the product as a
 // reduction over mat's columns.
 std::vector<TensorBox> lower_addmv(Lowering& L, const Node& n) {
@@ -668,18 +431,6 @@ std::vector<TensorBox> lower_addmv(Lowering& L, const Node& n) {
 }  // namespace
 
 void register_reductions(Registry& r) {
-  r["aten.native_layer_norm.default"] = lower_layer_norm;
-  r["aten._native_batch_norm_legit_no_training.default"] = lower_batch_norm_inference;
-  r["aten._native_batch_norm_legit_functional.default"] = [](Lowering& L, const Node& n) {
-    return lower_batch_norm_training(L, n, /*has_running=*/true, /*has_training_flag=*/true);
-  };
-  r["aten._native_batch_norm_legit.no_stats"] = [](Lowering& L, const Node& n) {
-    return lower_batch_norm_training(L, n, /*has_running=*/false, /*has_training_flag=*/true);
-  };
-  r["aten._batch_norm_with_update_functional.default"] = [](Lowering& L, const Node& n) {
-    return lower_batch_norm_training(L, n, /*has_running=*/true, /*has_training_flag=*/false);
-  };
-  r["aten.native_group_norm.default"] = lower_group_norm;
   r["aten.linalg_vector_norm.default"] = lower_vector_norm;
   r["aten.addmv.default"] = lower_addmv;
   r["aten.cumsum.default"] = [](Lowering& L, const Node& n) {
@@ -758,25 +509,6 @@ void register_reductions(Registry& r) {
     };
     for (const char* overload : {".default", ".dim", ".dims"}) r[std::string(name) + overload] = fn;
   }
-  r["aten.var.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
-    const TensorBox& x = L.box_of(n, 0);
-    auto [var, mean] =
-        var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
-    return {with_dtype(var, L.meta(n).dtype)};
-  };
-  r["aten.std.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
-    const TensorBox& x = L.box_of(n, 0);
-    auto [var, mean] =
-        var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
-    var.body = ir::unary(Op::Sqrt, var.body);
-    return {with_dtype(var, L.meta(n).dtype)};
-  };
-  r["aten.var_mean.correction"] = [](Lowering& L, const Node& n) -> std::vector<TensorBox> {
-    const TensorBox& x = L.box_of(n, 0);
-    auto [var, mean] =
-        var_and_mean(L, n, x, L.arg(n, 1, "dim"), correction_arg(L, n), flag(L, n, 3, "keepdim"));
-    return {with_dtype(var, L.meta(n, 0).dtype), with_dtype(mean, L.meta(n, 1).dtype)};
-  };
   r["aten._softmax.default"] = [](Lowering& L, const Node& n) {
     return lower_softmax(L, n, false);
   };

@@ -130,14 +130,14 @@ TEST(CppKernel, ArgumentsAreReadsThenWrites) {
   EXPECT_EQ(args, (std::vector<std::pair<std::string, bool>>{{"arg0_1", false},
                                                              {"arg1_1", false},
                                                              {"arg2_1", false},
-                                                             {"buf2", true},
                                                              {"buf3", true},
-                                                             {"buf4", true}}));
+                                                             {"buf4", true},
+                                                             {"buf5", true}}));
   EXPECT_TRUE(contains(k.code,
                        "  const float* __restrict__ in_ptr1 = static_cast<const float*>(ptrs[1]);  "
                        "// arg1_1\n"));
   EXPECT_TRUE(contains(
-      k.code, "  float* __restrict__ out_ptr2 = static_cast<float*>(ptrs[5]);  // buf4\n"));
+      k.code, "  float* __restrict__ out_ptr2 = static_cast<float*>(ptrs[5]);  // buf5\n"));
 }
 
 // ---- loops and statements ----
@@ -224,8 +224,12 @@ TEST(CppKernel, SumAndMaxLoopsVectorizeTheirReductions) {
   // Local reductions are used from registers, never stored.
   EXPECT_FALSE(contains(code, "] = v_buf0;")) << code;
   EXPECT_FALSE(contains(code, "] = v_buf1;")) << code;
-  // The output multiplies by the sum's reciprocal, as eager's CPU softmax does.
-  EXPECT_TRUE(contains(code, "      float tmp5 = (float(1) / v_buf1);\n")) << code;
+  // The output multiplies by the sum's reciprocal, as eager's CPU softmax does, computed once per
+  // row before the loop (hoist_row_invariants).
+  EXPECT_TRUE(contains(code,
+                       "    float tmp4 = (float(1) / v_buf1);\n"
+                       "    #pragma omp simd\n"))
+      << code;
 }
 
 size_t count(const std::string& text, const std::string& part) {
@@ -252,9 +256,23 @@ TEST(CppKernel, SoftmaxComputesEachExpOnceThroughARowCache) {
                                       : "out_ptr0[r0 + 32*x0] = tmp3;"))
         << code;
     EXPECT_TRUE(contains(code, vector
-                                   ? "auto tmp19 = VecF::loadu(out_ptr0 + (r0 + 32*x0_g1), n_r0);"
-                                   : "float tmp4 = out_ptr0[r0 + 32*x0];"))
+                                   ? "auto tmp22 = VecF::loadu(out_ptr0 + (r0 + 32*x0_g1), n_r0);"
+                                   : "float tmp5 = out_ptr0[r0 + 32*x0];"))
         << code;
+  }
+}
+
+TEST(CppKernel, RowInvariantValuesAreComputedOncePerRow) {
+  // layer_norm's rsqrt(var + eps) and its mean read only the row's sums: computed once per row
+  // before the output loop (and reused for the rstd output after it), not at every step; in
+  // vector form the loop is rendered twice (whole vectors, tail) and still has none.
+  for (bool vector : {false, true}) {
+    const std::string code = render(test::layer_norm(), vector).kernels.at(0).code;
+    size_t sqrts = count(code, "std::sqrt(");
+    EXPECT_EQ(sqrts, vector ? 4u : 1u) << code;  // (vector: once per row of a row group)
+    size_t loop = code.rfind("for (int64_t r0");
+    ASSERT_NE(loop, std::string::npos);
+    EXPECT_EQ(code.find("std::sqrt(", loop), std::string::npos) << code;
   }
 }
 

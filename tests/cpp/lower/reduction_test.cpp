@@ -195,7 +195,9 @@ TEST(Reductions, MeanDividesTheSumByTheCount) {
             "outputs: buf1[8]\n");
 }
 
-TEST(Reductions, VarMeanIsTwoPasses) {
+// The mean m of a first pass, then over d = x - m both sum(d) (m's rounding error: the mean is m +
+// sum(d) / N) and sum(d * d), whose difference with sum(d)^2 / N is the variance's numerator.
+TEST(Reductions, VarMeanIsCorrectedTwoPasses) {
   graph::Graph g = test::var_mean();
   ASSERT_EQ(g.to_text(),
             "%arg0_1 : f32[8, 32]{32, 1} = placeholder\n"
@@ -217,31 +219,47 @@ TEST(Reductions, VarMeanIsTwoPasses) {
             "    tmp2 = constant(32) : f32\n"
             "    tmp3 = truediv(tmp1, tmp2) : f32\n"
             "    tmp4 = sub(tmp0, tmp3) : f32\n"
-            "    tmp5 = mul(tmp4, tmp4) : f32\n"
             "    store buf1[v0]\n"
-            "buf2: float32[8, 1] strides=[1, 1] fixed  origins: var_mean\n"
-            "  pointwise ranges=[8, 1]\n"
-            "    tmp0 = load(buf1, v0) : f32\n"
-            "    tmp1 = constant(32) : f32\n"
-            "    tmp2 = constant(1) : f32\n"
-            "    tmp3 = sub(tmp1, tmp2) : f32\n"
-            "    tmp4 = constant(0) : f32\n"
-            "    tmp5 = maximum(tmp3, tmp4) : f32\n"
-            "    tmp6 = truediv(tmp0, tmp5) : f32\n"
-            "    store buf2[v0 + v1]\n"
+            "buf2: float32[8] strides=[1] flexible  origins: var_mean\n"
+            "  reduction sum ranges=[8] reduction_ranges=[32]\n"
+            "    tmp0 = load(arg0_1, u0 + 32*v0) : f32\n"
+            "    tmp1 = load(buf0, v0) : f32\n"
+            "    tmp2 = constant(32) : f32\n"
+            "    tmp3 = truediv(tmp1, tmp2) : f32\n"
+            "    tmp4 = sub(tmp0, tmp3) : f32\n"
+            "    tmp5 = mul(tmp4, tmp4) : f32\n"
+            "    store buf2[v0]\n"
             "buf3: float32[8, 1] strides=[1, 1] fixed  origins: var_mean\n"
+            "  pointwise ranges=[8, 1]\n"
+            "    tmp0 = constant(0) : f32\n"
+            "    tmp1 = load(buf2, v0) : f32\n"
+            "    tmp2 = load(buf1, v0) : f32\n"
+            "    tmp3 = mul(tmp2, tmp2) : f32\n"
+            "    tmp4 = constant(32) : f32\n"
+            "    tmp5 = truediv(tmp3, tmp4) : f32\n"
+            "    tmp6 = sub(tmp1, tmp5) : f32\n"
+            "    tmp7 = maximum(tmp0, tmp6) : f32\n"
+            "    tmp8 = constant(1) : f32\n"
+            "    tmp9 = sub(tmp4, tmp8) : f32\n"
+            "    tmp10 = maximum(tmp9, tmp0) : f32\n"
+            "    tmp11 = truediv(tmp7, tmp10) : f32\n"
+            "    store buf3[v0 + v1]\n"
+            "buf4: float32[8, 1] strides=[1, 1] fixed  origins: var_mean\n"
             "  pointwise ranges=[8, 1]\n"
             "    tmp0 = load(buf0, v0) : f32\n"
             "    tmp1 = constant(32) : f32\n"
             "    tmp2 = truediv(tmp0, tmp1) : f32\n"
-            "    store buf3[v0 + v1]\n"
-            "outputs: buf2[8, 1] buf3[8, 1]\n");
+            "    tmp3 = load(buf1, v0) : f32\n"
+            "    tmp4 = truediv(tmp3, tmp1) : f32\n"
+            "    tmp5 = add(tmp2, tmp4) : f32\n"
+            "    store buf4[v0 + v1]\n"
+            "outputs: buf3[8, 1] buf4[8, 1]\n");
 }
 
-TEST(Reductions, LayerNormIsTwoReductionsAndThreeOutputs) {
+TEST(Reductions, LayerNormIsThreeReductionsAndThreeOutputs) {
   ir::Program p = lower_graph(test::layer_norm());
   auto reds = reductions(p);
-  ASSERT_EQ(reds.size(), 2u) << p.to_text();
+  ASSERT_EQ(reds.size(), 3u) << p.to_text();
   for (const ir::Buffer* r : reds) {
     EXPECT_EQ(*r->reduction, ir::ReductionType::Sum);
     EXPECT_EQ(r->ranges, (std::vector<Expr>{8}));
@@ -249,10 +267,11 @@ TEST(Reductions, LayerNormIsTwoReductionsAndThreeOutputs) {
     EXPECT_EQ(r->origins, (std::set<std::string>{"native_layer_norm"}));
   }
   ASSERT_EQ(p.outputs.size(), 3u);
-  // out reads x, both reductions, weight and bias.
+  // out reads x, the three reductions, weight and bias.
   const ir::Buffer& out = p.buffer(p.outputs[0].ref.buffer);
   EXPECT_EQ(ir::loaded_buffers(out.body),
-            (std::vector<std::string>{"arg0_1", reds[0]->name, reds[1]->name, "arg1_1", "arg2_1"}));
+            (std::vector<std::string>{"arg0_1", reds[0]->name, reds[1]->name, reds[2]->name,
+                                      "arg1_1", "arg2_1"}));
   EXPECT_EQ(p.outputs[1].ref.sizes, (std::vector<Expr>{8, 1}));
   EXPECT_EQ(p.outputs[2].ref.sizes, (std::vector<Expr>{8, 1}));
   std::string rstd = ir::body_to_text({p.buffer(p.outputs[2].ref.buffer).body});

@@ -255,6 +255,14 @@ class Emitter {
   // r loop runs in vector form), and the results they leave for each x point.
   void render_reduction_loops(const sched::Stage& stage, bool vector);
 
+  // Values of a stage's members that are the same at every step of its r loops (they read only
+  // the x point's earlier results, constants and indices of x), computed once per x point
+  // before the loops: a layer norm's rsqrt(var + eps) was computed at every step, and where
+  // its formula branches (a NaN-propagating max) the compiler kept it in the loop.
+  void hoist_row_invariants(const sched::Stage& stage);
+  // Whether v is such a value (memoized in `known`).
+  bool row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, bool>& known) const;
+
   // One step of a scalar reduction: the accumulator takes the member's value `val`.
   void accumulate(const sched::Member& m, const std::string& val);
 

@@ -71,9 +71,60 @@ void Emitter::render_stage(const sched::Stage& stage) {
 
 // The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
 // r loop runs in vector form), and the results they leave for each x point.
+bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, bool>& known) const {
+  auto found = known.find(v.get());
+  if (found != known.end()) return found->second;
+  auto free_of_r = [&](const Expr& e) {
+    for (const Expr& x : sym::free_symbols(e)) {
+      for (size_t j = 0; j < k_.rsizes.size(); ++j)
+        if (x.name() == "r" + std::to_string(j)) return false;
+    }
+    return !ir::has_indirect(e);
+  };
+  bool invariant = false;
+  switch (v.op()) {
+    case Op::Constant:
+      invariant = true;
+      break;
+    case Op::IndexExpr:
+      invariant = free_of_r(v->index);
+      break;
+    case Op::Load:
+      // A result of this x point's earlier loops (read where it is held, not from memory).
+      invariant = !v->masked && available_.count(v->buffer) && !ir::has_indirect(v->index);
+      break;
+    case Op::Guard:
+      break;
+    default:
+      invariant = !v->args.empty();
+      for (const Value& a : v->args) invariant = invariant && row_invariant(a, known);
+  }
+  known[v.get()] = invariant;
+  return invariant;
+}
+
+void Emitter::hoist_row_invariants(const sched::Stage& stage) {
+  if (column() || k_.rsizes.empty()) return;
+  std::unordered_map<const ir::ScalarNode*, bool> known;
+  std::set<const ir::ScalarNode*> seen;
+  std::vector<Value> hoisted;
+  std::function<void(Value)> visit = [&](Value v) {
+    if (!seen.insert(v.get()).second || lookup(v)) return;
+    bool leaf = v.op() == Op::Constant || v.op() == Op::Load || v.op() == Op::IndexExpr;
+    if (!leaf && row_invariant(v, known)) {
+      hoisted.push_back(v);
+      return;
+    }
+    for (const Value& a : v->args) visit(a);
+  };
+  for (int mi : stage.members) visit(kernel_body(k_.members[mi]));
+  for (const Value& v : hoisted) value(v);
+}
+
 void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   // Row groups run vector loops only (a scalar loop renders the kernel one row at a time).
   if (rows_ > 1 && !vector) throw NoRowGroup{};
+  each_row([&] { hoist_row_invariants(stage); });
   // Accumulators for the reductions of this loop (one per lane in column mode).
   std::vector<const sched::Member*> reductions;
   bool all_sums = true;
