@@ -3,6 +3,7 @@
 #   bash scripts/gpu_phase.sh build-test [CASES ["PROFILE ARGS"]]
 #                                          build a wheel into $OUT, install it, run tests/gpu, then
 #                                          bench CASES and run gpu_profile.py with PROFILE ARGS
+#                                          (and gpu_overhead.py with $OVERHEAD_ARGS when set)
 #   bash scripts/gpu_phase.sh bench CASES  install the wheel carried in .gpu_wheel/, run
 #                                          `python -m coil.bench --device cuda --cases CASES`
 set -uo pipefail
@@ -27,6 +28,11 @@ if [ "$phase" = build-test ]; then
       --compile-time none --cases "$2" --out "$OUT/bench" > "$OUT/bench.log" 2>&1
     tail -3 "$OUT/bench.log"
     grep -E "^\| [a-z]" "$OUT/bench/results.md" | head -40
+  fi
+  if [ -n "${OVERHEAD_ARGS:-}" ]; then  # host time per call (gpu_overhead.py), coil's debug folder
+    COIL_DEBUG_DIR="$OUT/debug" timeout "${OVERHEAD_TIMEOUT:-150}" python3 \
+      "$R/scripts/gpu_overhead.py" $OVERHEAD_ARGS > "$OUT/overhead.txt" 2>&1
+    grep -E "^===|launch paths|ncalls|function calls" "$OUT/overhead.txt" | head -20
   fi
   if [ -n "${3:-}" ]; then
     timeout "${PROFILE_TIMEOUT:-120}" python3 "$R/scripts/gpu_profile.py" $3 --top 40 \
