@@ -3,6 +3,7 @@
 #include "coil/codegen/kernel_args.h"
 #include "coil/codegen/triton/triton_launch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -80,9 +81,25 @@ std::string python_function_module(const std::string& target) {
   return "";
 }
 
+// An ATen op's name in the wrapper: a module-level binding (extern_op_bindings).
 std::string op_text(const std::string& target) {
   if (!python_function_module(target).empty()) return target;
-  return "torch.ops." + target;
+  std::string name = "op_" + target;
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
+}
+
+// Each ATen op the extern calls use, bound once when the module loads (coil.runtime.extern_op:
+// the op's Python binding where it is the same op, which parses its arguments in generated C++;
+// torch.ops' overloads box them through the schema, 10 us more per convolution).
+std::string extern_op_bindings(const ir::Program& prog) {
+  std::set<std::string> ops;
+  for (const ir::ExternCall& e : prog.externs)
+    if (python_function_module(e.op).empty()) ops.insert(e.op);
+  if (ops.empty()) return "";
+  std::string out = "from coil.runtime import extern_op\n\n";
+  for (const std::string& op : ops) out += op_text(op) + " = extern_op(" + quote(op) + ")\n";
+  return out + "\n";
 }
 
 // `import math` / `import operator` when an extern call needs them.
@@ -274,6 +291,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
            "require_strides\n\n";
   }
   out << function_imports(prog);
+  out << extern_op_bindings(prog);
   if (!kernels.empty() && !triton) {
     out << "CPP_SOURCE = r'''\n" << kernel_file_source << "'''\n\n";
     bool aten_math = false, vectorized = false;
