@@ -152,3 +152,24 @@ def test_sixteen_bit_outputs_may_be_closer_to_float64_than_eager():
     wrong = [e + 0.25 if e.dtype.is_floating_point else e for e in expected]
     assert not _as_close_as_eager(program, inputs, wrong, expected, 2e-2)
     assert any(t.dtype == torch.bfloat16 for t in inputs)
+
+
+def test_ill_conditioned_outputs_are_judged_by_their_rounding_spread(tmp_path):
+    # Seed 150017: a layer norm written out as (x - x.mean()) * rsqrt(var + eps) over a column of
+    # 40 equal values; the mean's rounding (coil and eager sum in other orders) times 1/sqrt(eps)
+    # gave 1.9e-4 where eager has 0. Rounding each value of the program a few ulps moves that
+    # column by far more: the output is not determined by the program there. A wrong value where
+    # the program is well conditioned, or a NaN eager does not have, is still a failure.
+    import torch
+    from coil.fuzz import _eager, _within_rounding_spread, check_seed, generate
+
+    result = check_seed(150017, str(tmp_path))
+    assert result.ok, result.message
+    program, inputs = generate(150017)
+    expected = _eager(program, inputs)
+    assert _within_rounding_spread(program, inputs, expected, expected, 1e-4)
+    for damage in (0.01, float("nan")):
+        wrong = [e.contiguous().clone() for e in expected]
+        k = 0  # v9: a well-conditioned output (its spread is 1.8e-6)
+        wrong[k].view(-1)[0] += damage
+        assert not _within_rounding_spread(program, inputs, wrong, expected, 1e-4), damage
