@@ -1,5 +1,5 @@
-// Tests for canonical construction of sym::Expr (cpp/coil/sym/expr.cpp) and the range-free
-// queries (cpp/coil/sym/query.cpp).
+// Tests for canonical construction of sym::Expr (cpp/coil/sym/expr.cpp, expr_sum.cpp,
+// expr_div.cpp) and the range-free queries (cpp/coil/sym/query.cpp).
 #include "coil/sym/expr.h"
 
 #include <gtest/gtest.h>
