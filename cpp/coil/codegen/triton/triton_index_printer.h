@@ -1,5 +1,5 @@
 // Index expressions (sym::Expr) printed in Triton syntax, for the Triton renderer
-// (triton_kernel.cpp).
+// (triton_emitter.h).
 #pragma once
 
 #include <string>

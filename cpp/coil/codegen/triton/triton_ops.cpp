@@ -214,7 +214,7 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
       return call(f ? "coil_ffloordiv" : "coil_floordiv", a, b);
     // Triton's integer // already truncates toward zero.
     // IEEE-exact float32 division under trunc (Triton's `/` is approximate; see
-    // mark_exact_divisions in triton_kernel.cpp); float64's `/` is exact already.
+    // mark_exact_divisions in triton_values.cpp); float64's `/` is exact already.
     case Op::TruncDiv:
       if (d == DType::Float32) return call("libdevice.trunc", call("tl.math.div_rn", a, b));
       return f ? call("libdevice.trunc", a + " / " + b) : infix("//");

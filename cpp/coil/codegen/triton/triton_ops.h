@@ -1,6 +1,7 @@
 // The Triton op table: how each scalar IR op, dtype, constant and reduction is spelled in Triton.
 //
-// Data for the Triton renderer (triton_kernel.cpp), kept apart from the walk over the kernel plan.
+// Data for the Triton renderer (triton_values.cpp, triton_stages.cpp), kept apart from the walk
+// over the kernel plan.
 // Math goes through tl.* where Triton (and its interpreter) has the function, and through
 // `libdevice` (triton.language.extra.libdevice on GPUs; a NumPy stand-in under TRITON_INTERPRET=1,
 // see python/coil/triton_launcher.py) otherwise. Helpers named coil_* are defined by the prelude
