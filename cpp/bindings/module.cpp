@@ -80,16 +80,17 @@ NB_MODULE(_C, m) {
         "Whether coil computes the op in its own kernels (coil::lower::recomputes_in_kernels).");
   m.def(
       "attention_matches",
-      [](const std::string& graph_json) {
+      [](const std::string& graph_json, bool dropout) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         nb::list out;
-        for (const coil::lower::AttentionMatch& a : coil::lower::find_attention(g)) {
+        for (const coil::lower::AttentionMatch& a : coil::lower::find_attention(g, dropout)) {
           nb::dict d;
           d["product"] = g.node(a.product).name;
           d["q"] = g.node(a.q).name;
           d["k"] = g.node(a.k).name;
           d["v"] = g.node(a.v).name;
           d["scale"] = a.scale;
+          d["dropout"] = a.dropout;
           d["mask_negated"] = a.mask_negated;
           if (a.mask >= 0) {
             d["mask"] = g.node(a.mask).name;
@@ -100,9 +101,10 @@ NB_MODULE(_C, m) {
         }
         return out;
       },
-      nb::arg("graph_json"),
+      nb::arg("graph_json"), nb::arg("dropout") = false,
       "Written-out attentions in a graph: for each, the names of its second product and of q, k, "
-      "v, of the additive mask (None without), and the scale (coil::lower::find_attention).");
+      "v, of the additive mask (None without), the scale and the dropout probability (0 without; "
+      "matched only with dropout=True) (coil::lower::find_attention).");
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
   m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;

@@ -66,16 +66,21 @@ def _trace(gm: torch.fx.GraphModule):
     return traced, fakes
 
 
-def rewrite(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule | None:
+def rewrite(gm: torch.fx.GraphModule, example_inputs,
+            fallback_random: bool = False) -> torch.fx.GraphModule | None:
     """gm with every written-out attention replaced by one scaled_dot_product_attention call,
-    as ATen ops; None where there is nothing to replace (AOTAutograd then takes gm itself)."""
+    as ATen ops; None where there is nothing to replace (AOTAutograd then takes gm itself).
+    A dropout on the probabilities becomes the call's dropout_p (its mask then comes from the
+    attention kernel's own random stream), except under fallback_random, where every random
+    number must be eager's: such an attention stays written out."""
     if not _may_hold_attention(gm, example_inputs):
         return None
     try:
         traced, fakes = _trace(gm)
         if traced is None:
             return None
-        matches = _C.attention_matches(fx_import.graph_to_json(traced, fakes))
+        matches = _C.attention_matches(fx_import.graph_to_json(traced, fakes),
+                                       dropout=not fallback_random)
     except Exception as e:  # noqa: BLE001  (the graph stays as Dynamo gave it)
         log.info("coil: attention in training graphs: graph not traced (%s: %s)",
                  type(e).__name__, e)
@@ -87,6 +92,8 @@ def rewrite(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule | 
         product = nodes[m["product"]]
         q, k, v = nodes[m["q"]], nodes[m["k"]], nodes[m["v"]]
         kwargs = {"scale": m["scale"]}
+        if m["dropout"]:
+            kwargs["dropout_p"] = m["dropout"]
         with traced.graph.inserting_before(product):
             if m["mask"] is not None:
                 mask = nodes[m["mask"]]
@@ -100,7 +107,8 @@ def rewrite(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule | 
             node.meta.update({key: product.meta[key] for key in _PROVENANCE if key in product.meta})
         product.replace_all_uses_with(flat)
         log.info("coil: attention ending in %s replaced by one scaled_dot_product_attention call "
-                 "(scale %g) before differentiation", m["product"], m["scale"])
+                 "(scale %g, dropout %g) before differentiation", m["product"], m["scale"],
+                 m["dropout"])
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced

@@ -411,7 +411,7 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
         **extra,
     )
     if opts.attention_rewrite:
-        rewritten = attention_training.rewrite(gm, example_inputs)
+        rewritten = attention_training.rewrite(gm, example_inputs, bool(opts.fallback_random))
         if rewritten is not None:
             try:
                 return aot(rewritten, example_inputs)

@@ -355,6 +355,48 @@ def test_training_attention_under_autocast_calls_flash_attention():
     _check_autocast_attention_step(block, qkv, torch.randn(4, 512, 256, device=DEV))
 
 
+def test_dropout_attention_in_training_is_one_call_with_dropout_p():
+    # nanoGPT's eager attention in training: dropout(0.1) on the probabilities. Rewritten before
+    # AOTAutograd into one attention call with dropout_p (its own mask stream: values are not
+    # eager's, their distribution is), so neither the probabilities nor a dropout mask is saved.
+    import math
+
+    import coil
+
+    torch.manual_seed(0)
+    qkv = torch.nn.Linear(256, 768, device=DEV)
+
+    def block(x, p=0.1):
+        b, s, _ = x.shape
+        q, k, v = qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1)
+        att = torch.nn.functional.dropout(att, p, True)
+        return (att @ v).transpose(1, 2).reshape(b, s, 256)
+
+    x = torch.randn(4, 512, 256, device=DEV)
+    coil.reset()
+    compiled = torch.compile(block, backend="coil")
+    saved = []
+
+    def pack(t):
+        saved.append(t.untyped_storage().nbytes())
+        return t
+
+    with torch.autocast("cuda", dtype=BF16), \
+            torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = compiled(x)
+    out.float().square().mean().backward()
+    assert torch.isfinite(qkv.weight.grad).all()
+    forward = [op for r in coil.compiled_graphs() if r.kind == "forward" for op in r.fallback_ops]
+    assert any("attention" in op for op in forward), forward
+    probabilities = 4 * 4 * 512 * 512 * 2  # one bf16 [B, H, S, S] tensor
+    assert sum(saved) < probabilities, sum(saved)
+    # Dropout keeps the expectation: over 2M outputs the mean is the undropped one's.
+    with torch.no_grad(), torch.autocast("cuda", dtype=BF16):
+        plain = block(x, 0.0).float()
+    assert abs(float(out.float().mean() - plain.mean())) < 0.05 * float(plain.abs().mean())
+
+
 def test_causal_masked_fill_attention_under_autocast_is_one_call():
     # nanoGPT's written-out causal attention (masked_fill with -inf) in a bf16-autocast training
     # step: sdpa with the mask's negation as its bool attn_mask, values and gradients as eager's.

@@ -265,3 +265,77 @@ def test_a_masked_fill_with_a_finite_value_keeps_the_written_form():
     out = torch.compile(fn, backend="coil")(q, k, v, drop)
     torch.testing.assert_close(out, fn(q, k, v, drop))
     assert not _rewritten(coil_records())
+
+
+def _dropout_attention(q, k, v, p=0.1):
+    # nanoGPT's and HF's eager attention in training: dropout on the probabilities.
+    a = torch.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1)
+    return torch.nn.functional.dropout(a, p, True) @ v
+
+
+def _native_dropout_attention(q, k, v, p=0.1):
+    # What dropout traces to on CUDA (the fused kernel): native_dropout's first result.
+    a = torch.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1)
+    return torch.native_dropout(a, p, True)[0] @ v
+
+
+def _matches(fn, dropout: bool):
+    """The matcher's answer for fn's graph as the training rewrite traces it."""
+    from coil import _C, attention_training, fx_import
+
+    found = []
+
+    def backend(gm, example_inputs):
+        traced, fakes = attention_training._trace(gm)
+        found.extend(_C.attention_matches(fx_import.graph_to_json(traced, fakes), dropout=dropout))
+        return gm.forward
+
+    torch._dynamo.reset()
+    q, k, v = (torch.randn(2, 2, 16, 8, requires_grad=True) for _ in range(3))
+    torch.compile(fn, backend=backend)(q, k, v)
+    return found
+
+
+@pytest.mark.parametrize("fn", [_dropout_attention, _native_dropout_attention],
+                         ids=["dropout", "native_dropout"])
+def test_dropout_on_the_probabilities_is_the_calls_dropout_p(fn):
+    # Both forms dropout traces to (on the CPU: x * bernoulli_(empty_like(x), 0.9) / 0.9; on CUDA:
+    # native_dropout) are absorbed into the attention call as dropout_p, where random numbers
+    # need not be eager's; asked without dropout (inference graphs), the matcher leaves them.
+    (m,) = _matches(fn, dropout=True)
+    assert m["dropout"] == pytest.approx(0.1) and m["scale"] == pytest.approx(0.25)
+    assert _matches(fn, dropout=False) == []
+
+
+def test_dropout_attention_under_fallback_random_keeps_eagers_draws():
+    # fallback_random: every random number is eager's, so the dropout stays written out and the
+    # gradients under one seed are eager's exactly (up to rounding).
+    q, k, v = (torch.randn(2, 2, 16, 8, requires_grad=True) for _ in range(3))
+    reset_compiler()
+    compiled = torch.compile(_dropout_attention, backend="coil",
+                             options={"fallback_random": True})
+    torch.manual_seed(7)
+    got = _grads(compiled, (q, k, v))
+    torch.manual_seed(7)
+    want = _grads(_dropout_attention, (q, k, v))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    assert not _attention_ops(coil_records(), "forward")
+
+
+def test_dropout_attention_trains_with_the_call():
+    # Without fallback_random the call draws its own mask: gradients are finite, and a dropout
+    # of probability 0.5 zeroes about half of the probabilities' contributions (the output's
+    # gradient with respect to v sums the kept, rescaled probabilities of each column: its mean
+    # over many rows is the undropped mean).
+    torch.manual_seed(0)
+    q, k = (torch.randn(1, 1, 256, 8, requires_grad=True) for _ in range(2))
+    v = torch.randn(1, 1, 256, 8, requires_grad=True)
+    reset_compiler()
+    compiled = torch.compile(lambda q, k, v: _dropout_attention(q, k, v, 0.5), backend="coil")
+    compiled(q, k, v).sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+    # d(sum of outputs)/dv[j] = sum over rows i of kept[i, j] * p[i, j] / 0.5: over 256 rows,
+    # each row's probabilities sum to 1, so the total over j is about 256.
+    total = float(v.grad[..., 0].sum())
+    assert 200 < total < 312, total

@@ -28,7 +28,7 @@ bool same_values(const std::string& target) {
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& g) : g_(g) {}
+  Matcher(const Graph& g, bool dropout) : g_(g), dropout_(dropout) {}
 
   // The attention whose second product is node `id`, if it is one.
   std::optional<Match> at(int id) {
@@ -45,6 +45,12 @@ class Matcher {
     graph::DType dtype = b2.meta[0].dtype;
     int p = strip(b2.args[0]);
     if (p < 0 || !only_for(p)) return std::nullopt;
+    if (dropout_) {
+      if (std::optional<std::pair<int, double>> d = dropout_of(p)) {
+        p = d->first;
+        m.dropout = d->second;
+      }
+    }
     bool cast_down = is_cast(p);
     if (cast_down) {
       absorbed_.push_back(p);
@@ -139,6 +145,59 @@ class Matcher {
   bool only_for(int id) {
     return single_user(id) &&
            std::find(absorbed_.begin(), absorbed_.end(), users(id)[0]) != absorbed_.end();
+  }
+
+  // (input, probability) where node id is a dropout in training mode of input, read by nothing
+  // else (the nodes absorbed): getitem(native_dropout(x, prob, true), 0) with the mask unread, or
+  // x * (bernoulli_(empty_like(x), keep) / keep) with prob = 1 - keep, as dropout traces to on a
+  // CPU (x read by the empty_like and the product alone).
+  std::optional<std::pair<int, double>> dropout_of(int id) {
+    const Node& n = g_.node(id);
+    if (n.target == "getitem" && n.args.size() == 2 && n.args[0].is_node() &&
+        n.args[1].kind == Arg::Kind::Int && n.args[1].i == 0) {
+      int nd = n.args[0].node;
+      const Node& d = g_.node(nd);
+      if (d.target != "aten.native_dropout.default" || d.args.size() != 3 || !d.args[0].is_node())
+        return std::nullopt;
+      for (int u : users(nd)) {  // (the mask's getitem, where there is one, is unread)
+        if (u != id && (g_.node(u).target != "getitem" || !users(u).empty())) return std::nullopt;
+      }
+      std::optional<double> prob = number(d.args[1]);
+      bool train = d.args[2].kind == Arg::Kind::Bool && d.args[2].b;
+      if (!prob || !train || *prob <= 0.0 || *prob >= 1.0 || !single_user(d.args[0].node))
+        return std::nullopt;
+      absorbed_.insert(absorbed_.end(), {id, nd});
+      return std::make_pair(d.args[0].node, *prob);
+    }
+    if (n.target != "aten.mul.Tensor" || n.args.size() != 2 || !n.kwargs.empty() ||
+        !n.args[0].is_node() || !n.args[1].is_node())
+      return std::nullopt;
+    for (int side : {0, 1}) {
+      int x = n.args[side].node, scaled = n.args[1 - side].node;
+      const Node& dv = g_.node(scaled);
+      if (dv.target != "aten.div_.Scalar" || dv.args.size() != 2 || !dv.args[0].is_node() ||
+          !single_user(scaled))
+        continue;
+      int bern = dv.args[0].node;
+      const Node& b = g_.node(bern);
+      if (b.target != "aten.bernoulli_.float" || b.args.size() != 2 || !b.args[0].is_node() ||
+          !single_user(bern))
+        continue;
+      int empty = b.args[0].node;
+      const Node& e = g_.node(empty);
+      std::optional<double> keep = number(b.args[1]), divisor = number(dv.args[1]);
+      if (e.target != "aten.empty_like.default" || e.args.size() != 1 || !e.args[0].is_node() ||
+          e.args[0].node != x || !single_user(empty) || !keep || !divisor || *keep != *divisor ||
+          *keep <= 0.0 || *keep >= 1.0)
+        continue;
+      const std::vector<int>& readers = users(x);
+      if (readers.size() != 2 || std::count(readers.begin(), readers.end(), empty) != 1 ||
+          std::count(readers.begin(), readers.end(), id) != 1)
+        continue;
+      absorbed_.insert(absorbed_.end(), {id, scaled, bern, empty});
+      return std::make_pair(x, 1.0 - *keep);
+    }
+    return std::nullopt;
   }
 
   // Follows views and expands that broadcast nothing back to the value they show, absorbing
@@ -263,6 +322,7 @@ class Matcher {
   }
 
   const Graph& g_;
+  bool dropout_;
   std::map<int, std::vector<int>> users_;
   std::vector<int> absorbed_;
 };
@@ -297,8 +357,8 @@ Arg size_arg(const Expr& e) {
 
 }  // namespace
 
-std::vector<AttentionMatch> find_attention(const graph::Graph& g) {
-  Matcher matcher(g);
+std::vector<AttentionMatch> find_attention(const graph::Graph& g, bool dropout) {
+  Matcher matcher(g, dropout);
   std::vector<AttentionMatch> found;
   std::set<int> absorbed;
   for (const Node& n : g.nodes()) {

@@ -32,14 +32,19 @@ struct AttentionMatch {
   int mask = -1;              // an additive or bool mask (sdpa's attn_mask), or -1
   bool mask_negated = false;  // a bool mask of the scores set to -inf: attn_mask is its negation
   double scale = 1.0;
+  double dropout = 0.0;  // dropout on the probabilities (sdpa's dropout_p; training graphs only)
   std::vector<int> absorbed;  // the second product included
 };
 
 // Every match, in graph order, none sharing a node. Training graphs are asked before
 // AOTAutograd differentiates them (python/coil/attention_training.py): there the probabilities
 // have no other reader yet, and the autograd of one attention call saves q, k, v and its
-// output instead of the [B, H, S, L] probabilities.
-std::vector<AttentionMatch> find_attention(const graph::Graph& g);
+// output instead of the [B, H, S, L] probabilities. With `dropout`, the probabilities may pass
+// through a dropout in training mode before the second product (native_dropout, or on the CPU
+// the mul by bernoulli_(empty_like(p), 1 - prob) / (1 - prob) that dropout traces to): sdpa then
+// draws its own mask, with the same distribution and another stream than eager's (the caller
+// asks only where random numbers need not match eager's).
+std::vector<AttentionMatch> find_attention(const graph::Graph& g, bool dropout = false);
 
 // g with every match replaced, or nullopt where nothing matches (no copy of the graph); `notes`
 // gets one line per replacement (schedule.txt).

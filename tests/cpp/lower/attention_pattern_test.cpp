@@ -28,6 +28,10 @@ struct Options {
   bool mask = false;       // a [2, 1, 1, 16] additive mask on the scaled scores
   bool bool_mask = false;  // a [16, 16] bool mask whose true places get -inf (masked_fill)
   double fill = -std::numeric_limits<double>::infinity();
+  // Dropout(0.1) on the probabilities before the second product, as a training graph traces it
+  // before AOTAutograd: "native" (native_dropout and its getitems, CUDA) or "cpu" (x *
+  // bernoulli_(empty_like(x), 0.9) / 0.9).
+  const char* dropout = nullptr;
 };
 
 // softmax(q @ k^T / 8) @ v on [2, 4, 16, 8] q, k, v, as AOTAutograd leaves it.
@@ -78,6 +82,19 @@ graph::Graph attention(const Options& o) {
   Arg p = b.call("_softmax", "aten._softmax.default", {sc, test::iarg(-1), test::barg(false)},
                  o.autocast ? test::contiguous({2, 4, 16, 16}) : contiguous({2, 4, 16, 16}));
   if (o.autocast && o.cast_back) p = cast("_to_copy_1", p, dt);
+  if (o.dropout && std::string(o.dropout) == "native") {
+    p = b.call_tuple(
+             "native_dropout", "aten.native_dropout.default",
+             {p, test::farg(0.1), test::barg(true)},
+             {contiguous({2, 4, 16, 16}), test::contiguous({2, 4, 16, 16}, graph::DType::Bool)})
+            .at(0);
+  } else if (o.dropout) {
+    Arg e = b.call("empty_like", "aten.empty_like.default", {p}, contiguous({2, 4, 16, 16}));
+    Arg r = b.call("bernoulli_", "aten.bernoulli_.float", {e, test::farg(0.9)},
+                   contiguous({2, 4, 16, 16}));
+    Arg d = b.call("div_", "aten.div_.Scalar", {r, test::farg(0.9)}, contiguous({2, 4, 16, 16}));
+    p = b.call("mul_1", "aten.mul.Tensor", {p, d}, contiguous({2, 4, 16, 16}));
+  }
   Arg ep = b.call("expand_2", "aten.expand.default", {p, ints({2, 4, 16, 16})},
                   contiguous({2, 4, 16, 16}));
   Arg vp = b.call("view_3", "aten.view.default", {ep, ints({8, 16, 16})}, contiguous({8, 16, 16}));
@@ -174,6 +191,25 @@ TEST(AttentionPattern, WhatIsNotExactlyAttentionStaysAsItIs) {
     EXPECT_FALSE(rewrite_attention(attention(o), &notes).has_value());
     EXPECT_TRUE(notes.empty());
   }
+}
+
+TEST(AttentionPattern, DropoutOnTheProbabilitiesIsTheCallsDropoutWhereAsked) {
+  // Both forms dropout traces to: absorbed with its probability where random numbers need not
+  // be eager's (training graphs before AOTAutograd), else the attention stays written out.
+  for (const char* form : {"native", "cpu"}) {
+    Options o;
+    o.dropout = form;
+    std::vector<AttentionMatch> found = find_attention(attention(o), /*dropout=*/true);
+    ASSERT_EQ(found.size(), 1u) << form;
+    EXPECT_DOUBLE_EQ(found[0].dropout, 0.1) << form;
+    EXPECT_DOUBLE_EQ(found[0].scale, 0.125) << form;
+    EXPECT_TRUE(find_attention(attention(o)).empty()) << form;
+    EXPECT_FALSE(rewrite_attention(attention(o)).has_value()) << form;
+  }
+  // Without a dropout nothing changes when dropout is allowed.
+  std::vector<AttentionMatch> plain = find_attention(attention({}), /*dropout=*/true);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].dropout, 0.0);
 }
 
 }  // namespace
