@@ -69,8 +69,6 @@ void Emitter::render_stage(const sched::Stage& stage) {
   with_vector_attempt(r, allowed, why, [&](bool vector) { render_reduction_loops(stage, vector); });
 }
 
-// The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
-// r loop runs in vector form), and the results they leave for each x point.
 bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, bool>& known) const {
   auto found = known.find(v.get());
   if (found != known.end()) return found->second;
@@ -121,6 +119,8 @@ void Emitter::hoist_row_invariants(const sched::Stage& stage) {
   for (const Value& v : hoisted) value(v);
 }
 
+// The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
+// r loop runs in vector form), and the results they leave for each x point.
 void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   // Row groups run vector loops only (a scalar loop renders the kernel one row at a time).
   if (rows_ > 1 && !vector) throw NoRowGroup{};
