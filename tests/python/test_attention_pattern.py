@@ -279,6 +279,20 @@ def _native_dropout_attention(q, k, v, p=0.1):
     return torch.native_dropout(a, p, True)[0] @ v
 
 
+def _autocast_dropout_attention(q, k, v, p=0.1, native=False):
+    # What CUDA autocast leaves: bf16 products, the softmax in float32 between two casts, and
+    # the dropout on the float32 probabilities before their cast down (dropout keeps its
+    # input's dtype). Written with explicit casts: the CPU's autocast keeps softmax in bf16.
+    q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+    a = torch.softmax(((q @ k.transpose(-2, -1)) * 0.25).float(), dim=-1)
+    a = torch.native_dropout(a, p, True)[0] if native else torch.nn.functional.dropout(a, p, True)
+    return a.to(torch.bfloat16) @ v
+
+
+def _autocast_native_dropout_attention(q, k, v, p=0.1):
+    return _autocast_dropout_attention(q, k, v, p, native=True)
+
+
 def _matches(fn, dropout: bool):
     """The matcher's answer for fn's graph as the training rewrite traces it."""
     from coil import _C, attention_training, fx_import
@@ -296,8 +310,9 @@ def _matches(fn, dropout: bool):
     return found
 
 
-@pytest.mark.parametrize("fn", [_dropout_attention, _native_dropout_attention],
-                         ids=["dropout", "native_dropout"])
+@pytest.mark.parametrize("fn", [_dropout_attention, _native_dropout_attention,
+                                _autocast_dropout_attention, _autocast_native_dropout_attention],
+                         ids=["dropout", "native_dropout", "autocast", "autocast_native"])
 def test_dropout_on_the_probabilities_is_the_calls_dropout_p(fn):
     # Both forms dropout traces to (on the CPU: x * bernoulli_(empty_like(x), 0.9) / 0.9; on CUDA:
     # native_dropout) are absorbed into the attention call as dropout_p, where random numbers

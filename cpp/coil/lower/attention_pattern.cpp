@@ -56,6 +56,14 @@ class Matcher {
       absorbed_.push_back(p);
       p = g_.node(p).args[0].node;
       if (!only_for(p)) return std::nullopt;
+      // Under autocast the dropout runs on the float32 probabilities, before their cast down
+      // (dropout is on no autocast list: it keeps the softmax's dtype).
+      if (dropout_ && m.dropout == 0.0) {
+        if (std::optional<std::pair<int, double>> d = dropout_of(p)) {
+          p = d->first;
+          m.dropout = d->second;
+        }
+      }
     }
     const Node& sm = g_.node(p);
     if (sm.target != "aten._softmax.default" || sm.args.size() != 3 || sm.meta.size() != 1)

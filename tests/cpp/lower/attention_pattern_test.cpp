@@ -32,6 +32,9 @@ struct Options {
   // before AOTAutograd: "native" (native_dropout and its getitems, CUDA) or "cpu" (x *
   // bernoulli_(empty_like(x), 0.9) / 0.9).
   const char* dropout = nullptr;
+  // Under autocast: the dropout on the float32 probabilities, before their cast down (what CUDA
+  // autocast gives: dropout keeps its input's dtype); else after it.
+  bool dropout_in_float32 = false;
 };
 
 // softmax(q @ k^T / 8) @ v on [2, 4, 16, 8] q, k, v, as AOTAutograd leaves it.
@@ -81,20 +84,24 @@ graph::Graph attention(const Options& o) {
   if (o.autocast) sc = cast("_to_copy", sc, graph::DType::Float32);
   Arg p = b.call("_softmax", "aten._softmax.default", {sc, test::iarg(-1), test::barg(false)},
                  o.autocast ? test::contiguous({2, 4, 16, 16}) : contiguous({2, 4, 16, 16}));
+  // The dropout, in the probabilities' dtype where it runs.
+  auto dropout = [&](Arg x, graph::DType d) {
+    auto like = [d] { return test::contiguous({2, 4, 16, 16}, d); };
+    if (std::string(o.dropout) == "native") {
+      return b
+          .call_tuple("native_dropout", "aten.native_dropout.default",
+                      {x, test::farg(0.1), test::barg(true)},
+                      {like(), test::contiguous({2, 4, 16, 16}, graph::DType::Bool)})
+          .at(0);
+    }
+    Arg e = b.call("empty_like", "aten.empty_like.default", {x}, like());
+    Arg r = b.call("bernoulli_", "aten.bernoulli_.float", {e, test::farg(0.9)}, like());
+    Arg dv = b.call("div_", "aten.div_.Scalar", {r, test::farg(0.9)}, like());
+    return b.call("mul_1", "aten.mul.Tensor", {x, dv}, like());
+  };
+  if (o.dropout && o.autocast && o.dropout_in_float32) p = dropout(p, graph::DType::Float32);
   if (o.autocast && o.cast_back) p = cast("_to_copy_1", p, dt);
-  if (o.dropout && std::string(o.dropout) == "native") {
-    p = b.call_tuple(
-             "native_dropout", "aten.native_dropout.default",
-             {p, test::farg(0.1), test::barg(true)},
-             {contiguous({2, 4, 16, 16}), test::contiguous({2, 4, 16, 16}, graph::DType::Bool)})
-            .at(0);
-  } else if (o.dropout) {
-    Arg e = b.call("empty_like", "aten.empty_like.default", {p}, contiguous({2, 4, 16, 16}));
-    Arg r = b.call("bernoulli_", "aten.bernoulli_.float", {e, test::farg(0.9)},
-                   contiguous({2, 4, 16, 16}));
-    Arg d = b.call("div_", "aten.div_.Scalar", {r, test::farg(0.9)}, contiguous({2, 4, 16, 16}));
-    p = b.call("mul_1", "aten.mul.Tensor", {p, d}, contiguous({2, 4, 16, 16}));
-  }
+  if (o.dropout && !(o.autocast && o.dropout_in_float32)) p = dropout(p, dt);
   Arg ep = b.call("expand_2", "aten.expand.default", {p, ints({2, 4, 16, 16})},
                   contiguous({2, 4, 16, 16}));
   Arg vp = b.call("view_3", "aten.view.default", {ep, ints({8, 16, 16})}, contiguous({8, 16, 16}));
@@ -205,6 +212,19 @@ TEST(AttentionPattern, DropoutOnTheProbabilitiesIsTheCallsDropoutWhereAsked) {
     EXPECT_DOUBLE_EQ(found[0].scale, 0.125) << form;
     EXPECT_TRUE(find_attention(attention(o)).empty()) << form;
     EXPECT_FALSE(rewrite_attention(attention(o)).has_value()) << form;
+  }
+  // Under autocast, on either side of the probabilities' cast down to bf16.
+  for (const char* form : {"native", "cpu"}) {
+    for (bool in_float32 : {true, false}) {
+      Options o;
+      o.autocast = true;
+      o.dropout = form;
+      o.dropout_in_float32 = in_float32;
+      std::vector<AttentionMatch> found = find_attention(attention(o), /*dropout=*/true);
+      ASSERT_EQ(found.size(), 1u) << form << " " << in_float32;
+      EXPECT_DOUBLE_EQ(found[0].dropout, 0.1) << form << " " << in_float32;
+      EXPECT_TRUE(find_attention(attention(o)).empty()) << form << " " << in_float32;
+    }
   }
   // Without a dropout nothing changes when dropout is allowed.
   std::vector<AttentionMatch> plain = find_attention(attention({}), /*dropout=*/true);
