@@ -84,6 +84,49 @@ TEST(CppVec, RowGroupsComputeFourRowsPerPassOverTheRow) {
   EXPECT_EQ(count(c, "// decision: loop r0 vectorized"), 1u) << c;
 }
 
+TEST(CppVec, LaterLoopsOverTheRowPrefetchTheNextGroupsRows) {
+  // LayerNorm: three loops over the row, the first reading x from memory. The two later loops
+  // fetch the next group's rows (xg + 4 .. xg + 7), two rows each, one prefetch per vector step.
+  std::vector<KernelSource> k = render(test::layer_norm());
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c,
+                       "// decision: row prefetch: loops 2, 3 fetch the next row group's rows "
+                       "of arg0_1 (read from memory by loop 1)"))
+      << c;
+  for (int g = 0; g < 4; ++g) {
+    // Once in the whole vectors' loop, once in its tail; the weight and bias (the same for every
+    // row) are not fetched.
+    EXPECT_EQ(count(c, "coil_prefetch(in_ptr0, r0 + 32*x0_g" + std::to_string(g) + " + 128);"), 2u)
+        << c;
+  }
+  EXPECT_FALSE(contains(c, "coil_prefetch(in_ptr1")) << c;
+  // The first loop fetches nothing: it is the one reading from memory.
+  size_t first_loop = c.find("for (int64_t r0 = 0;");
+  size_t second_loop = c.find("for (int64_t r0 = 0;", first_loop + 1);
+  EXPECT_EQ(c.substr(first_loop, second_loop - first_loop).find("coil_prefetch"), std::string::npos)
+      << c;
+}
+
+TEST(CppVec, RowPrefetchOnlyWhereALaterLoopReadsFromCache) {
+  // One loop over the row (a row max): nothing to overlap. Rows that do not fill groups (6):
+  // the next row, x0 + 1, in the later loops.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 32}));
+  Arg y = b.call("amax", "aten.amax.default", {x, test::ints({-1})}, contiguous({8}));
+  std::vector<KernelSource> one = render(b.finish({y}));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_FALSE(contains(one[0].code, "coil_prefetch(")) << one[0].code;
+  GraphBuilder s;
+  Arg x6 = s.input("arg0_1", contiguous({6, 32}));
+  Arg p = s.call("_softmax", "aten._softmax.default", {x6, test::iarg(-1), test::barg(false)},
+                 contiguous({6, 32}));
+  std::vector<KernelSource> six = render(s.finish({p}));
+  ASSERT_EQ(six.size(), 1u);
+  EXPECT_TRUE(contains(six[0].code, "coil_prefetch(in_ptr0, r0 + 32*x0 + 32);")) << six[0].code;
+  EXPECT_TRUE(contains(six[0].code, "loop 2 fetches the next row of arg0_1")) << six[0].code;
+}
+
 TEST(CppVec, RowsThatDoNotFillGroupsOrLoopsWithoutAVectorFormGoOneRowAtATime) {
   for (int64_t rows : {6, 8}) {
     GraphBuilder b;

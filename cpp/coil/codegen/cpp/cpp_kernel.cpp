@@ -99,6 +99,7 @@ std::string Emitter::header_comment(const std::string& name) const {
     if (said.insert(d).second) c << "// decision: " << d << "\n";
   }
   for (const std::string& d : row_cache_decisions()) c << "// decision: " << d << "\n";
+  for (const std::string& d : row_prefetch_decisions()) c << "// decision: " << d << "\n";
   if (const ir::Buffer* sc = scatter()) {
     std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
                                                                    "index keeps one value)"
@@ -460,6 +461,7 @@ void Emitter::render_loops() {
     }
   }
   plan_row_caches();
+  plan_row_prefetch();
   auto body = [&] {
     memo_.emplace_back();
     row_memo_ = memo_.size() - 1;

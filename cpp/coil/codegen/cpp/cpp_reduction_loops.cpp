@@ -259,6 +259,7 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     line("}");
   };
   auto body = [&] {
+    if (vector) emit_row_prefetches();
     // (In a row group: each point of the group in turn.)
     each_row([&] {
       memo_.emplace_back();

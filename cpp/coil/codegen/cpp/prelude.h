@@ -389,6 +389,15 @@ inline void coil_vstream(const V& v, typename V::value_type* p, int64_t n) {
 #endif
   v.store(p, n);
 }
+// Row prefetch (Emitter::plan_row_prefetch): a hint that base[i] is read soon. The address may
+// lie past the tensor (the step after a thread's last): computed as an integer, and a prefetch
+// never faults.
+template <typename T>
+inline void coil_prefetch(const T* base, int64_t i) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(base) +
+                                                   static_cast<std::uintptr_t>(i) * sizeof(T)),
+                     0, 3);
+}
 inline void coil_stream_fence() {
 #if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
   _mm_sfence();
