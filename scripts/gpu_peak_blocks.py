@@ -2,7 +2,10 @@
 
     python scripts/gpu_peak_blocks.py bert_train [--top 25] [--debug-dir DIR]
 
-An inference case (a name without `_train`) is one forward call under no_grad instead of a step.
+A training step is the benchmark's own (coil.bench.timing.make_step: zero_grad(set_to_none),
+forward, loss, backward, SGD step); an inference case (a name without `_train`) is one call under
+no_grad. The peak is counted from the step's start, when the previous step's gradients are still
+alive, as the benchmark counts it; the allocation that reached it is printed too.
 With --debug-dir, coil writes its debug folders there (graph.json, schedule.txt, output_code.py).
 
 Builds the bench case (coil.bench.cases, the bench's size class on CUDA), compiles it with each
@@ -19,17 +22,7 @@ import copy
 import torch
 
 from coil.bench import cases
-
-
-def _step(fn, built, target):
-    if not built.train:
-        with torch.no_grad():
-            fn(*built.inputs)
-        return
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=built.autocast):
-        out = fn(*built.inputs)
-    loss = (out.float() - target).square().mean()
-    loss.backward()
+from coil.bench.timing import make_step
 
 
 def _frames(frames: list, keep: int = 4) -> str:
@@ -40,17 +33,21 @@ def _frames(frames: list, keep: int = 4) -> str:
 
 
 def peak_blocks(trace: list, top: int):
-    live, total, peak, at_peak = {}, 0, 0, {}
+    """The peak of the bytes allocated above the step's start (a free of a block allocated before
+    the step, such as the previous step's gradients, counts too, as in max_memory_allocated), the
+    blocks the step allocated that are alive then (largest first), and the allocation that
+    reached it."""
+    live, total, peak, at_peak, last = {}, 0, 0, {}, None
     for e in trace:
         if e["action"] == "alloc":
             live[e["addr"]] = (e["size"], e.get("frames", []))
             total += e["size"]
             if total > peak:
-                peak, at_peak = total, dict(live)
-        elif e["action"] in ("free_requested",) and e["addr"] in live:
-            total -= live.pop(e["addr"])[0]
-    blocks = sorted(at_peak.values(), key=lambda b: -b[0])[:top]
-    return peak, len(at_peak), blocks
+                peak, at_peak, last = total, dict(live), live[e["addr"]]
+        elif e["action"] == "free_requested":
+            total -= live.pop(e["addr"])[0] if e["addr"] in live else e["size"]
+    blocks = sorted(at_peak.values(), key=lambda b: -b[0])
+    return peak, blocks[:top], blocks, last
 
 
 def main() -> None:
@@ -66,25 +63,34 @@ def main() -> None:
         model = copy.deepcopy(built.fn)
         options = {"debug_dir": args.debug_dir} if backend == "coil" and args.debug_dir else None
         fn = torch.compile(model, backend=backend, options=options)
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=built.autocast):
-            target = torch.randn_like(built.fn(*built.inputs).float())
-        for _ in range(2):
-            _step(fn, built, target)
-            model.zero_grad(set_to_none=True)
+        # The benchmark's own step (coil.bench.timing.make_step): zero_grad(set_to_none) first,
+        # so the previous step's gradients are alive when it starts, as in the bench's figure.
+        step = make_step(fn, model, built, "cuda")
+        for _ in range(3):
+            step()
         torch.cuda.synchronize()
-        torch.cuda.memory._record_memory_history(stacks="python", max_entries=200000)
-        _step(fn, built, target)
+        start = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.memory._record_memory_history(stacks="python", max_entries=400000)
+        step()
         torch.cuda.synchronize()
         snap = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
-        model.zero_grad(set_to_none=True)
+        bench_peak = torch.cuda.max_memory_allocated() - start
         trace = snap["device_traces"][0]
-        peak, n, blocks = peak_blocks(trace, args.top)
-        print(f"== {backend}: {args.case}, peak {peak / 2**20:.1f} MB above the step's start, "
-              f"{n} blocks alive then")
+        peak, blocks, alive, last = peak_blocks(trace, args.top)
+        print(f"== {backend}: {args.case}, peak {bench_peak / 2**20:.1f} MB above the step's "
+              f"start (traced: {peak / 2**20:.1f}), {len(alive)} of its blocks alive then")
+        if last:
+            print(f"  reached by {last[0] / 2**20:.2f} MB at {_frames(last[1], 6)}")
+        sizes: dict = {}
+        for size, _ in alive:
+            sizes[size] = sizes.get(size, 0) + 1
+        print("  alive by size (MB x count): " + ", ".join(
+            f"{size / 2**20:.2f}x{count}" for size, count in sorted(sizes.items(), reverse=True)))
         for size, frames in blocks:
             print(f"  {size / 2**20:8.2f} MB  {_frames(frames)}")
-        del fn, model
+        del fn, model, step
         torch._dynamo.reset()
         torch.cuda.empty_cache()
 
