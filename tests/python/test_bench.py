@@ -53,6 +53,9 @@ def test_smoke_run_writes_results(smoke_run):
             assert res["reps"] >= 2 and res["median_ms"] > 0 and res["first_call_s"] > 0
     pw = rows["pointwise_chain"]
     assert pw["min_bytes"] > 0 and pw["backends"]["coil"]["gbps"] > 0
+    # % of copy against a copy of the case's own bytes, timed in the same rounds (not a backend)
+    assert pw["copy_ms"] > 0 and pw["copy_gbps"] > 0 and "copy" not in pw["backends"]
+    assert "peak_mb" in pw["backends"]["coil"]
     assert "backward" in rows["attention_train"]["backends"]["coil"]["note"]
     table = (out / "results.md").read_text()
     assert "| pointwise_chain |" in table and "coil/eager speedup" in table

@@ -347,7 +347,8 @@ def _header(results: dict) -> list[str]:
         )
         out.append(
             f"Copy bandwidth (dst.copy_(src), bytes read + written, same run): "
-            f"**{copy['gbps']:.1f} GB/s**.{clone}"
+            f"**{copy['gbps']:.1f} GB/s**.{clone} A memory-bound case's % of copy is against a "
+            f"copy of its own bytes timed in the same rounds as the backends."
             if copy.get("bytes")
             else "Copy bandwidth: not measured."
         )

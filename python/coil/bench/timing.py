@@ -125,6 +125,14 @@ def copy_bandwidth(device: str, reps: int = 20) -> dict:
             "clone_gbps": nbytes / clone / 1e9}
 
 
+def _copy_step(nbytes: int, device: str):
+    """dst.copy_(src) moving nbytes in all (half read, half written), float32."""
+    numel = max(1, nbytes // 8)
+    src = torch.randn(numel, device=device)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 # --------------------------------------------------------------------------------------------
 # one case
 # --------------------------------------------------------------------------------------------
@@ -381,6 +389,16 @@ def run_case(
         except Exception as e:  # noqa: BLE001
             _fail(results[backend], "failed", e)
             del steps[backend]
+    # A memory-bound case's ceiling: a copy of its bytes (read + written), timed in the same
+    # rounds as the backends, so that the memory system's state (a shared host's neighbours, the
+    # clock) is the same for both figures.
+    if built.min_bytes and steps:
+        steps["copy"] = _copy_step(built.min_bytes, device)
+        for _ in range(warmup):
+            steps["copy"]()
+        one = time_call(steps["copy"], device)
+        calls["copy"] = max(3, min(50, math.ceil(2e-3 / max(one, 1e-6)))) if device == "cuda" else 1
+        estimate += one * calls["copy"]
     reps = int(min(max_reps, max(min_reps, reps_budget_s / max(estimate, 1e-6))))
     times = {b: [] for b in steps}
     order = list(steps)
@@ -396,6 +414,11 @@ def run_case(
             except Exception as e:  # noqa: BLE001
                 _fail(results[backend], "failed", e)
                 del steps[backend]
+    copy_times = times.pop("copy", None)
+    steps.pop("copy", None)
+    if copy_times:
+        row["copy_ms"] = statistics.median(copy_times) * 1e3
+        row["copy_gbps"] = built.min_bytes / (row["copy_ms"] / 1e3) / 1e9
     for backend, ts in times.items():
         res = results[backend]
         if res["status"] != "ok" or not ts:
