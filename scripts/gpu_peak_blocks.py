@@ -55,6 +55,9 @@ def main() -> None:
     p.add_argument("case")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--debug-dir", default="")
+    p.add_argument("--all-mb", type=float, default=0.0,
+                   help="also list every block alive at the peak of at least this many MB, "
+                        "with the line of the generated code that allocated it")
     args = p.parse_args()
     case = cases.find(args.case)
     for backend in ("inductor", "coil"):
@@ -90,6 +93,10 @@ def main() -> None:
             f"{size / 2**20:.2f}x{count}" for size, count in sorted(sizes.items(), reverse=True)))
         for size, frames in blocks:
             print(f"  {size / 2**20:8.2f} MB  {_frames(frames)}")
+        if args.all_mb:
+            listed = [f"{size / 2**20:.2f}@{_frames(frames, 1)}" for size, frames in alive
+                      if size >= args.all_mb * 2**20]
+            print("  all: " + "; ".join(listed))
         del fn, model, step
         torch._dynamo.reset()
         torch.cuda.empty_cache()
