@@ -17,6 +17,7 @@ take, go to AOTAutograd as Dynamo gave them."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -51,6 +52,22 @@ def _may_hold_attention(gm: torch.fx.GraphModule, example_inputs) -> bool:
     return softmax and product
 
 
+@contextlib.contextmanager
+def _user_hooks_suspended():
+    """The user's saved_tensors_hooks do not run while the graph is traced: autograd saves the
+    trace's fake tensors (the written-out form's probabilities, its dropout mask), which a hook
+    that counts, offloads or checkpoints must never see. (Dynamo's own tracing does the same.)"""
+    set_tracing = getattr(torch._C._autograd, "_saved_tensors_hooks_set_tracing", None)
+    if set_tracing is None:
+        yield
+        return
+    prior = set_tracing(True)
+    try:
+        yield
+    finally:
+        set_tracing(prior)
+
+
 def _trace(gm: torch.fx.GraphModule):
     """Dynamo's graph as ATen ops, on Dynamo's own fake inputs; None where it cannot be traced."""
     fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
@@ -60,7 +77,7 @@ def _trace(gm: torch.fx.GraphModule):
     mode = getattr(tensors[0], "fake_mode", None)
     if mode is None:
         return None, None
-    with mode, fx_traceback.preserve_node_meta():
+    with mode, fx_traceback.preserve_node_meta(), _user_hooks_suspended():
         traced = make_fx(torch.fx.Interpreter(gm).run, tracing_mode="real")(*fakes)
     traced.graph.eliminate_dead_code()  # the detaches autograd recorded while tracing
     return traced, fakes
@@ -70,17 +87,21 @@ def rewrite(gm: torch.fx.GraphModule, example_inputs,
             fallback_random: bool = False) -> torch.fx.GraphModule | None:
     """gm with every written-out attention replaced by one scaled_dot_product_attention call,
     as ATen ops; None where there is nothing to replace (AOTAutograd then takes gm itself).
-    A dropout on the probabilities becomes the call's dropout_p (its mask then comes from the
-    attention kernel's own random stream), except under fallback_random, where every random
-    number must be eager's: such an attention stays written out."""
+    A dropout on the probabilities becomes the call's dropout_p in CUDA graphs (its mask then
+    comes from the attention kernel's own random stream), except under fallback_random, where
+    every random number must be eager's: such an attention stays written out, as it does on the
+    CPU, where ATen's attention with dropout is the written-out form (its math path)."""
     if not _may_hold_attention(gm, example_inputs):
         return None
     try:
         traced, fakes = _trace(gm)
         if traced is None:
             return None
+        # The dropout is the call's only where its fused kernels draw it (CUDA): on the CPU,
+        # ATen's attention with dropout runs its math path, the written-out form itself.
+        on_cuda = all(x.device.type == "cuda" for x in fakes if isinstance(x, torch.Tensor))
         matches = _C.attention_matches(fx_import.graph_to_json(traced, fakes),
-                                       dropout=not fallback_random)
+                                       dropout=on_cuda and not fallback_random)
     except Exception as e:  # noqa: BLE001  (the graph stays as Dynamo gave it)
         log.info("coil: attention in training graphs: graph not traced (%s: %s)",
                  type(e).__name__, e)

@@ -338,19 +338,43 @@ def test_dropout_attention_under_fallback_random_keeps_eagers_draws():
     assert not _attention_ops(coil_records(), "forward")
 
 
-def test_dropout_attention_trains_with_the_call():
-    # Without fallback_random the call draws its own mask: gradients are finite, and a dropout
-    # of probability 0.5 zeroes about half of the probabilities' contributions (the output's
-    # gradient with respect to v sums the kept, rescaled probabilities of each column: its mean
-    # over many rows is the undropped mean).
+def test_dropout_attention_on_the_cpu_stays_written_out_and_trains():
+    # On the CPU ATen's attention with dropout is its math path, the written-out form itself:
+    # the rewrite leaves it (CUDA graphs take the dropout into the call: tests/gpu). Gradients are
+    # finite, and a dropout of probability 0.5 zeroes about half of the probabilities'
+    # contributions (the output's gradient with respect to v sums the kept, rescaled
+    # probabilities of each column: its mean over many rows is the undropped mean).
     torch.manual_seed(0)
     q, k = (torch.randn(1, 1, 256, 8, requires_grad=True) for _ in range(2))
     v = torch.randn(1, 1, 256, 8, requires_grad=True)
     reset_compiler()
     compiled = torch.compile(lambda q, k, v: _dropout_attention(q, k, v, 0.5), backend="coil")
     compiled(q, k, v).sum().backward()
+    assert not _attention_ops(coil_records(), "forward")
     assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
     # d(sum of outputs)/dv[j] = sum over rows i of kept[i, j] * p[i, j] / 0.5: over 256 rows,
     # each row's probabilities sum to 1, so the total over j is about 256.
     total = float(v.grad[..., 0].sum())
     assert 200 < total < 312, total
+
+
+def test_users_saved_tensor_hooks_see_no_tensor_of_the_compile_time_trace():
+    # The rewrite traces Dynamo's graph with fake tensors while the user's saved_tensors_hooks
+    # (offloading, checkpointing, a memory count) may be active: they must see only the tensors
+    # the compiled step really saves, never the trace's fakes of the written-out form (on the H200
+    # a count of saved bytes included the trace's float32 probabilities and dropout mask).
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    q, k, v = (torch.randn(2, 2, 16, 8, requires_grad=True) for _ in range(3))
+    seen = []
+
+    def pack(t):
+        seen.append(isinstance(t, FakeTensor))
+        return t
+
+    reset_compiler()
+    compiled = torch.compile(attention, backend="coil")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        compiled(q, k, v).sum().backward()
+    assert _attention_ops(coil_records(), "forward")
+    assert seen and not any(seen), seen
