@@ -68,6 +68,12 @@ def test_row_kernel_families(name, rows, debug):
         assert GROUPED not in text, text
     elif name not in ("argmax", "var_mean"):  # (no vector form: one row at a time)
         assert GROUPED in text, text
+    # Kernels that loop over each row more than once fetch the next rows in their later loops
+    # (the next group's, or the next row's); one loop over the row has nothing to overlap.
+    if name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "centred_scaled"):
+        assert "row prefetch: loop" in text and "coil_prefetch(in_ptr" in text, text
+    elif name in ("sum", "amax", "amin_plus", "mean"):
+        assert "coil_prefetch(in_ptr" not in text, text
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["f64", "bf16"])

@@ -181,6 +181,9 @@ def test_tiled_transposes(shape, dtype, vectorize, debug):
     text = kernel_text(debug)
     ty = "float" if dtype == F32 else "double"
     assert f"coil_transpose_tile<{ty}>(" in text and "'s tile, transposed" in text, text
+    # y, read along the tile's rows, is fetched 16 rows ahead (emit_tile_row_prefetches).
+    assert "tile prefetch: each row of a tile fetches the runs of arg" in text, text
+    assert re.search(r"coil_prefetch\(in_ptr\d, \d+\*x0 \+ xt1 \+ \d+\);", text), text
 
 
 def test_embedding_rows(vectorize):

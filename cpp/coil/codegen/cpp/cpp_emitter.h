@@ -38,6 +38,8 @@ constexpr int64_t kRowGroup = 4;
 // from memory in its first loop are fetched during its later loops only while they take at most
 // this many bytes: the next step's rows then fit in L2 beside the current ones.
 constexpr int64_t kPrefetchMaxBytes = int64_t{256} << 10;
+// Tile prefetch (Emitter::emit_tile_row_prefetches): how many rows of a tile ahead.
+constexpr int64_t kTilePrefetchRows = 16;
 
 // Streaming stores (Emitter::plan_stream_stores): a pointwise kernel in vector form that writes
 // at least this many bytes writes its whole, aligned vectors around the caches. Its output cannot
@@ -321,6 +323,13 @@ class Emitter {
   // The prefetches of the stage being rendered: at the top of its vector loop's body.
   void emit_row_prefetches();
   std::vector<std::string> row_prefetch_decisions() const;  // for the kernel's header
+  // Tiled kernels: each row of a tile reads a short run (the tile's width) of every operand
+  // that is not transposed, rows a whole row of the tensor apart; the hardware's stream
+  // prefetchers do not follow them. Each row fetches the runs kTilePrefetchRows rows ahead.
+  // x.t() + y at 4096^2 float32 on 2 cores (2026-12-03, a standalone kernel, interleaved with a
+  // copy): 10.8-11.2 -> 9.8-10.0 ms (8, 32 and 64 rows ahead: less; a non-temporal hint: slower).
+  void emit_tile_row_prefetches();
+  std::string tile_prefetch_decision_;
 
   // ---- row caches (cpp_row_cache.cpp) ----
   // A value the inner loops of one x point compute in one stage and again in a later one

@@ -492,7 +492,9 @@ void Emitter::render_loops() {
       if (tiled && vector) {
         transposed_tiles(size(nx - 2), size(nx - 1));
         open_loop(i - 1);
+        emit_tile_row_prefetches();
       } else if (tiled) {
+        tile_prefetch_decision_.clear();  // (a vector attempt's, rendered again as scalar)
         open_loop(i - 1);
       }
       if (vector) {

@@ -79,7 +79,44 @@ void Emitter::emit_row_prefetches() {
   }
 }
 
+void Emitter::emit_tile_row_prefetches() {
+  tile_prefetch_decision_.clear();
+  size_t nx = k_.xsizes.size();
+  if (k_.tile <= 0 || nx < 2 || scatter()) return;
+  Expr xa = Expr::symbol("x" + std::to_string(nx - 2));
+  Expr xb = Expr::symbol("x" + std::to_string(nx - 1));
+  std::set<std::string> computed_here, seen, names;
+  for (const sched::Member& m : k_.members) computed_here.insert(prog_.buffers[m.buffer].name);
+  for (const sched::Member& m : k_.members) {
+    for (const Value& v : ir::topo_order({kernel_body(m)})) {
+      if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
+      if (computed_here.count(v->buffer) || !vec_type(v.dtype())) continue;
+      std::string key = v->buffer + "@" + sym::to_cpp(sym::simplify(v->index, env_), env_);
+      if (tiles_.count(key) || !seen.insert(key).second) continue;  // (transposed: in the tile)
+      Expr along_b = sym::simplify(sym::substitute(v->index, {{xb, xb + 1}}) - v->index, env_);
+      Expr along_a = sym::simplify(sym::substitute(v->index, {{xa, xa + 1}}) - v->index, env_);
+      if (along_b.as_int() != 1 || along_a.as_int() == 0) continue;
+      // One prefetch per cache line of the run, kTilePrefetchRows rows ahead.
+      int64_t per_line = std::max<int64_t>(1, 64 / graph::dtype_itemsize(v.dtype()));
+      const ir::Buffer& b = prog_.buffer(v->buffer);
+      for (int64_t at = 0; at < k_.tile; at += per_line) {
+        Expr ahead = sym::substitute(
+            v->index, {{xa, xa + kTilePrefetchRows}, {xb, Expr::symbol("xt1") + at}});
+        line("coil_prefetch(" + ptr_.at(v->buffer) + ", " +
+             sym::to_cpp(sym::simplify(ahead - b.layout.offset, env_), env_) + ");");
+      }
+      names.insert(v->buffer);
+    }
+  }
+  for (const std::string& n : names)
+    tile_prefetch_decision_ += (tile_prefetch_decision_.empty() ? "" : ", ") + n;
+}
+
 std::vector<std::string> Emitter::row_prefetch_decisions() const {
+  if (!tile_prefetch_decision_.empty()) {
+    return {"tile prefetch: each row of a tile fetches the runs of " + tile_prefetch_decision_ +
+            " " + std::to_string(kTilePrefetchRows) + " rows ahead"};
+  }
   if (prefetches_.empty()) return {};
   // Loops are numbered among the kernel's loops over the row, from 1.
   std::vector<int> inner;
