@@ -538,9 +538,22 @@ void Lowering::lower_node(const graph::Node& n) {
       extern_result |= std::find(outs.begin(), outs.end(), view->buffer) != outs.end();
     }
     if (!extern_result) b.origins.insert(n.name);
-    apply_realize_policy(b, user_count_.at(n.id));
   }
+  for (size_t i = 0; i < out.size(); ++i)
+    apply_realize_policy(out[i], users_of_result(n, i, out.size()));
   values_[n.id] = std::move(out);
+}
+
+// A result of a node of several results is read by the readers of its getitems, not by every
+// reader of the node: native_layer_norm's output, read by one select, stays a lazy body that
+// reader computes at the rows it reads, though mean and rstd have readers of their own (a
+// training graph saves them). Counted as the node's readers, it was stored whole: ViT-B/16's
+// last norm, 18 MB of float32 for the class token's 32 rows.
+int Lowering::users_of_result(const graph::Node& n, size_t i, size_t results) const {
+  auto found = result_users_.find(n.id);
+  if (results <= 1 || found == result_users_.end() || found->second.size() != results)
+    return user_count_.at(n.id);
+  return found->second[i];
 }
 
 namespace {
@@ -639,6 +652,30 @@ void Lowering::run() {
       for (const auto& item : a->list) stack.push_back(&item);
     }
   }
+  // Each result's readers, for nodes read through getitem only.
+  std::set<int> read_otherwise;
+  for (const graph::Node& n : g_.nodes()) {
+    std::vector<const graph::Arg*> stack;
+    for (const auto& a : n.args) stack.push_back(&a);
+    for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
+    while (!stack.empty()) {
+      const graph::Arg* a = stack.back();
+      stack.pop_back();
+      for (const auto& item : a->list) stack.push_back(&item);
+      if (a->kind != graph::Arg::Kind::Node || g_.node(a->node).meta.size() <= 1) continue;
+      bool getitem = n.target == "getitem" && a == &n.args.at(0) && n.args.size() == 2 &&
+                     n.args[1].kind == graph::Arg::Kind::Int;
+      if (!getitem) {
+        read_otherwise.insert(a->node);
+        continue;
+      }
+      std::vector<int>& users = result_users_[a->node];
+      users.resize(g_.node(a->node).meta.size(), 0);
+      int64_t i = n.args[1].i;
+      if (i >= 0 && i < static_cast<int64_t>(users.size())) users[i] += user_count_[n.id];
+    }
+  }
+  for (int id : read_otherwise) result_users_.erase(id);
   // The nodes the graph returns (outputs.cpp: store_output_value).
   std::set<int> returned;
   for (const graph::Node& n : g_.nodes()) {

@@ -271,6 +271,10 @@ class Lowering {
   std::vector<std::vector<TensorBox>> values_;  // per graph node: one box per tensor output
   std::map<int, std::string> host_scalars_;     // graph node -> the wrapper variable of its number
   std::vector<int> user_count_;                 // per graph node: distinct nodes reading it
+  // Per node of several results: each result's readers (the readers of its getitems); empty
+  // where a node reads the results other than through getitem.
+  std::map<int, std::vector<int>> result_users_;
+  int users_of_result(const graph::Node& n, size_t i, size_t results) const;
   std::map<std::vector<const void*>, std::string> reductions_;  // reduction identity -> buffer
   std::map<std::vector<const void*>, std::string> realized_;    // stored box identity -> buffer
   const graph::Node* current_ = nullptr;

@@ -352,6 +352,35 @@ TEST(Lowering, AnInexactValueTwoNodesReadIsStoredOnceForCppKernels) {
   EXPECT_EQ(exps(lower_graph(g, triton)), 0);
 }
 
+TEST(Lowering, AResultOfSeveralIsStoredForItsOwnReaders) {
+  // A training graph's layer norm: mean and rstd returned (saved for the backward), the output
+  // read by one select. The output is computed where the select reads it (its rows only): the
+  // node's three readers are not the output's. Read twice, it is stored.
+  for (bool twice : {false, true}) {
+    GraphBuilder b;
+    Arg x = b.input("arg0_1", contiguous({4, 5, 16}));
+    Arg w = b.input("arg1_1", contiguous({16}));
+    Arg bias = b.input("arg2_1", contiguous({16}));
+    std::vector<Arg> ln = b.call_tuple(
+        "native_layer_norm", "aten.native_layer_norm.default",
+        {x, ints({16}), w, bias, test::farg(1e-5)},
+        {contiguous({4, 5, 16}), contiguous({4, 5, 1}), contiguous({4, 5, 1})});
+    Arg sel = b.call("select", "aten.select.int", {ln[0], test::iarg(1), test::iarg(0)},
+                     test::strided({4, 16}, {80, 1}));
+    Arg y = b.call("mul", "aten.mul.Tensor", {sel, test::farg(2.0)}, contiguous({4, 16}));
+    std::vector<Arg> outs = {y, ln[1], ln[2]};
+    if (twice) outs.push_back(b.call("relu", "aten.relu.default", {ln[0]}, contiguous({4, 5, 16})));
+    ir::Program p = lower_graph(b.finish(outs));
+    int whole = 0;  // stored [4, 5, 16] values of the norm's output
+    for (const ir::Buffer& buf : p.buffers) {
+      whole += buf.kind == ir::Buffer::Kind::Computed && buf.origins.count("native_layer_norm") &&
+               buf.layout.sizes.size() == 3 && buf.layout.sizes[2] == sym::Expr(16) &&
+               !buf.origins.count("relu");
+    }
+    EXPECT_EQ(whole, twice ? 1 : 0) << p.to_text();
+  }
+}
+
 TEST(Lowering, UnknownOpBecomesAFallbackExtern) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 8}));
