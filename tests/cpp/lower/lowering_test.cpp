@@ -361,10 +361,10 @@ TEST(Lowering, AResultOfSeveralIsStoredForItsOwnReaders) {
     Arg x = b.input("arg0_1", contiguous({4, 5, 16}));
     Arg w = b.input("arg1_1", contiguous({16}));
     Arg bias = b.input("arg2_1", contiguous({16}));
-    std::vector<Arg> ln = b.call_tuple(
-        "native_layer_norm", "aten.native_layer_norm.default",
-        {x, ints({16}), w, bias, test::farg(1e-5)},
-        {contiguous({4, 5, 16}), contiguous({4, 5, 1}), contiguous({4, 5, 1})});
+    std::vector<Arg> ln =
+        b.call_tuple("native_layer_norm", "aten.native_layer_norm.default",
+                     {x, ints({16}), w, bias, test::farg(1e-5)},
+                     {contiguous({4, 5, 16}), contiguous({4, 5, 1}), contiguous({4, 5, 1})});
     Arg sel = b.call("select", "aten.select.int", {ln[0], test::iarg(1), test::iarg(0)},
                      test::strided({4, 16}, {80, 1}));
     Arg y = b.call("mul", "aten.mul.Tensor", {sel, test::farg(2.0)}, contiguous({4, 16}));
