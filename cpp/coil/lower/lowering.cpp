@@ -655,25 +655,20 @@ void Lowering::run() {
   // Each result's readers, for nodes read through getitem only.
   std::set<int> read_otherwise;
   for (const graph::Node& n : g_.nodes()) {
-    std::vector<const graph::Arg*> stack;
-    for (const auto& a : n.args) stack.push_back(&a);
-    for (const auto& kv : n.kwargs) stack.push_back(&kv.second);
-    while (!stack.empty()) {
-      const graph::Arg* a = stack.back();
-      stack.pop_back();
-      for (const auto& item : a->list) stack.push_back(&item);
-      if (a->kind != graph::Arg::Kind::Node || g_.node(a->node).meta.size() <= 1) continue;
-      bool getitem = n.target == "getitem" && a == &n.args.at(0) && n.args.size() == 2 &&
+    any_arg(n, [&](const graph::Arg& a) {
+      if (a.kind != graph::Arg::Kind::Node || g_.node(a.node).meta.size() <= 1) return false;
+      bool getitem = n.target == "getitem" && &a == &n.args.at(0) && n.args.size() == 2 &&
                      n.args[1].kind == graph::Arg::Kind::Int;
       if (!getitem) {
-        read_otherwise.insert(a->node);
-        continue;
+        read_otherwise.insert(a.node);
+        return false;
       }
-      std::vector<int>& users = result_users_[a->node];
-      users.resize(g_.node(a->node).meta.size(), 0);
+      std::vector<int>& users = result_users_[a.node];
+      users.resize(g_.node(a.node).meta.size(), 0);
       int64_t i = n.args[1].i;
       if (i >= 0 && i < static_cast<int64_t>(users.size())) users[i] += user_count_[n.id];
-    }
+      return false;  // (every argument visited)
+    });
   }
   for (int id : read_otherwise) result_users_.erase(id);
   // The nodes the graph returns (outputs.cpp: store_output_value).
