@@ -37,6 +37,7 @@ import traceback
 import warnings
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from coil.fuzz_programs import Program, Step, _apply, _is_exact, generate, run_program  # noqa: F401
 
@@ -379,8 +380,20 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
     if expected is None:
         return
     torch._dynamo.reset()
+    # The user's saved_tensors_hooks see only what the compiled step saves, never a tensor of a
+    # compile-time trace (the training attention rewrite's make_fx trace handed them its fake
+    # probabilities and dropout mask: tests/gpu on the H200, 2026-12-03).
+    fakes = []
+
+    def pack(t):
+        if isinstance(t, FakeTensor):
+            fakes.append(f"{t.dtype}{tuple(t.shape)}")
+        return t
+
     try:
-        actual = _input_grads(torch.compile(fn, backend="coil", dynamic=dynamic), inputs, seed)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            actual = _input_grads(torch.compile(fn, backend="coil", dynamic=dynamic), inputs,
+                                  seed)
     except torch._dynamo.exc.BackendCompilerFailed as err:
         # AOTAutograd traces the whole backward, so an op without a derivative fails the compile
         # even where eager's backward never reaches it (seed 74087: floor_divide of a float that
@@ -388,6 +401,8 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
         if "derivative for" in str(err) and "is not implemented" in str(err):
             return
         raise
+    if fakes:
+        raise AssertionError(f"the user's saved_tensors_hooks were handed fake tensors: {fakes}")
     for k, (a, e) in enumerate(zip(actual, expected)):
         if a is None and e is None:
             continue
