@@ -242,7 +242,11 @@ TEST(CppVec, OpTextsUseAtVec) {
   EXPECT_EQ(cpp::vec_type(DType::Int32), std::nullopt);
   EXPECT_EQ(cpp::vec_unary_text(ir::Op::Tanh, "a", "VecF"), "a.tanh()");
   EXPECT_EQ(cpp::vec_unary_text(ir::Op::Sigmoid, "a", "VecF"),
-            "(VecF(1) / (VecF(1) + a.neg().exp()))");
+            "(VecF(1) / (VecF(1) + coil_exp_u20(a.neg())))");
+  EXPECT_EQ(cpp::vec_unary_text(ir::Op::Sigmoid, "a", "VecD"),
+            "(VecD(1) / (VecD(1) + a.neg().exp()))");
+  EXPECT_EQ(cpp::vec_unary_text(ir::Op::Erf, "a", "VecF"), "coil_erf(a)");
+  EXPECT_EQ(cpp::vec_unary_text(ir::Op::Erf, "a", "VecD"), "a.erf()");
   EXPECT_EQ(cpp::vec_binary_text(ir::Op::Maximum, "a", "b", "VecF"), "at::vec::maximum(a, b)");
   EXPECT_EQ(cpp::vec_binary_text(ir::Op::FloorDiv, "a", "b", "VecF"), std::nullopt);
   EXPECT_EQ(cpp::vec_combine_text(ir::ReductionType::ArgMax, "a", "b"), std::nullopt);

@@ -57,10 +57,12 @@ std::optional<std::string> vec_unary_text(Op op, const std::string& a, const std
     case Op::Tanh:
       return method("tanh");
     case Op::Erf:
-      return method("erf");
+      // float32: coil_erf (prelude.h), at::vec's erf with its exp from exp_u20.
+      return vec == "VecF" ? "coil_erf(" + a + ")" : method("erf");
     case Op::Sigmoid:
-      // The scalar form's formula, 1 / (1 + exp(-x)), lane by lane.
-      return "(" + vec + "(1) / (" + vec + "(1) + " + a + ".neg().exp()))";
+      // The scalar form's formula, 1 / (1 + exp(-x)), lane by lane, its exp as Op::Exp's.
+      return "(" + vec + "(1) / (" + vec + "(1) + " +
+             (vec == "VecF" ? "coil_exp_u20(" + a + ".neg())" : a + ".neg().exp()") + "))";
     case Op::Floor:
       return method("floor");
     case Op::Ceil:
