@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import random
 import sys
 import tempfile
 import time
@@ -298,6 +299,48 @@ def with_invariants(program: Program, inputs: list) -> Program | None:
     return Program(program.seed, steps, outputs, program.n_inputs)
 
 
+def with_pieces(program: Program, inputs: list) -> Program:
+    """The program with up to three steps more, returned too (`--pieces`): a pad, slice_scatter,
+    three-way cat or rotate-half (a rotary embedding's cat) of its values, each fused with the
+    value's producers into a kernel whose innermost loop splits where the pieces meet (codegen's
+    loop partitioning: each piece folded over its range). Drawn from the program's own values,
+    by a generator of its own, so the original program is unchanged."""
+    rng = random.Random(program.seed * 7919 + 17)
+    vals = [t.clone() for t in inputs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in program.steps:
+            vals.append(_apply(step, vals))
+    usable = [k for k, v in enumerate(vals) if v.dim() > 0 and v.dtype.is_floating_point
+              and v.numel() > 0]
+    extra = []
+    for _ in range(3 if usable else 0):
+        k = rng.choice(usable)
+        a = vals[k]
+        same = [j for j in usable if vals[j].shape == a.shape and vals[j].dtype == a.dtype]
+        j = rng.choice(same)
+        d = rng.randrange(a.dim())
+        n = a.shape[d]
+        op = rng.choice(["pad", "slice_scatter", "cat3", "rotate_half"])
+        if op == "pad":
+            lo, hi = rng.randint(-2, 4), rng.randint(-2, 4)
+            if a.shape[-1] + min(lo, 0) + min(hi, 0) <= 0:
+                lo, hi = abs(lo), abs(hi)
+            extra.append(Step("pad", (k,), {"pads": (lo, hi), "value": rng.choice([0.0, -1.25])}))
+        elif op == "slice_scatter":
+            start = rng.randrange(n)
+            end = rng.randint(start, n)
+            extra.append(Step("slice_scatter", (k, j), {"dim": d, "start": start, "end": end}))
+        elif op == "cat3":
+            extra.append(Step("cat3", (k, j), {"dim": d}))
+        elif a.shape[-1] % 2 == 0:
+            extra.append(Step("rotate_half", (k,), {}))
+    steps = list(program.steps) + extra
+    first = program.n_inputs + len(program.steps)
+    outputs = list(program.outputs) + list(range(first, first + len(extra)))
+    return Program(program.seed, steps, outputs, program.n_inputs)
+
+
 def _mask_count(program: Program) -> int:
     """How many of the program's last outputs are with_invariants' masks."""
     return sum(1 for step in program.steps if step.op == "matches")
@@ -420,7 +463,7 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
 
 def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
                vectorize: str | None = None, train: bool = False,
-               invariants: bool = False) -> Result:
+               invariants: bool = False, pieces: bool = False) -> Result:
     """Compiles and runs one program; compares with eager. With `dynamic`, the program is
     compiled with symbolic sizes (dynamic=True) and also run at a second size where eager can
     run it (a program whose reshapes or slices fit one size only is checked at that size).
@@ -428,10 +471,12 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
     loop in vector form where it has one, so the fuzzer's small programs exercise them).
     train: also a training step, whose input gradients are compared with eager's.
     invariants: the program with the masks of with_invariants (programs without an amax or amin
-    pass at once)."""
+    pass at once). pieces: the program with with_pieces' steps."""
     import coil
 
     program, inputs = generate(seed)
+    if pieces:
+        program = with_pieces(program, inputs)
     if invariants:
         program = with_invariants(program, inputs)
         if program is None:
@@ -521,6 +566,11 @@ def main(argv=None) -> int:
         help="also return, for each amax/amin, the mask of the elements equal to it (every row "
              "has one in eager)",
     )
+    parser.add_argument(
+        "--pieces", action="store_true",
+        help="also return pads, slice_scatters, three-way cats and rotate-halves of the "
+             "program's values (kernels whose loops split where their pieces meet)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
@@ -532,7 +582,7 @@ def main(argv=None) -> int:
         if args.count is None and time.time() - start > args.seconds:
             break
         r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
-                       train=args.train, invariants=args.invariants)
+                       train=args.train, invariants=args.invariants, pieces=args.pieces)
         ran += 1
         if not r.ok:
             failed += 1

@@ -260,6 +260,17 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return a + p["value"]
     if op == "cat":
         return torch.cat([a, b], dim=p["dim"])
+    # (fuzz --pieces: ops whose kernels split a loop where its pieces meet.)
+    if op == "pad":
+        return torch.nn.functional.pad(a, p["pads"], value=p["value"]) * 1.5
+    if op == "slice_scatter":
+        src = (b * 2).narrow(p["dim"], 0, p["end"] - p["start"])
+        return torch.slice_scatter(a, src, p["dim"], p["start"], p["end"]) + 1
+    if op == "cat3":
+        return torch.cat([a, b.neg(), a * b], dim=p["dim"])
+    if op == "rotate_half":
+        h = a.shape[-1] // 2
+        return torch.cat([-a[..., h:], a[..., :h]], dim=-1) * 0.5 + a
     d = p.get("dim")
     if op == "sum":
         return a.sum(d, keepdim=p["keepdim"])

@@ -116,6 +116,13 @@ def test_unary_ops_on_nan_and_infinities(name, dtype, vectorize):
     # at::vec's exp_u20 gave inf for a NaN (eager: NaN), in float32 kernels of 4096+ elements.
     special = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0, 3.0, 0.5]
     x = torch.tensor((special * 5)[:37], dtype=dtype).reshape(1, 37).repeat(4, 1)
+    if name == "gelu" and dtype == F32:
+        # Eager's float32 GELU is oneDNN's on AVX-512 machines, which gives NaN for +inf (its
+        # float64 GELU and AVX2 float32 GELU give inf): against eager's float64 instead.
+        torch.testing.assert_close(
+            torch.compile(F.gelu, backend=BACKEND)(x), F.gelu(x.double()).float(), equal_nan=True
+        )
+        return
     check(UNARY[name], x)
 
 
@@ -128,7 +135,9 @@ def test_exp_based_functions_match_eager_across_their_range(name, vectorize):
     dense = torch.linspace(-12.0, 12.0, 1 << 16)
     tiny = torch.tensor([1e-30, -1e-30, 1e-8, -1e-8, 1e-4, -1e-4, 0.0, -0.0])
     x = torch.cat([dense, tiny, torch.linspace(-120.0, 120.0, 4093)]).reshape(1, -1)
-    check(UNARY[name], x, atol=6e-7, rtol=5e-7)
+    # (On AVX-512 machines eager's GELU is oneDNN's, with a 1-ulp erf: the formula's 5e-7 in
+    # erf is up to 1.2e-6 in x * erf(x / sqrt(2)) / 2 there.)
+    check(UNARY[name], x, atol=1.5e-6 if name == "gelu" else 6e-7, rtol=5e-7)
 
 
 def test_nan_propagates_through_max_and_maximum(vectorize):
@@ -175,6 +184,51 @@ def test_input_layouts(kind, vectorize):
     a = make_input(kind, (8, 37))
     b = make_input(kind, (8, 37))
     check(lambda x, y: torch.tanh(x) * y + x.t().sum(1), a, b)
+
+
+def _rope(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1) * 0.5 + x
+
+
+def _select_scatter(x, y):
+    z = torch.zeros(3, 37, 5)
+    return torch.select_scatter(z, x, 0, 1) + torch.select_scatter(z, y, 0, 2)
+
+
+PIECES = {
+    # name: (fn, inputs, where the innermost loop splits)
+    "cat": (lambda a, b, c: torch.cat([a * 2, b + 1, c], 1), [(6, 37), (6, 5), (6, 100)], "37 42"),
+    "cat_flat": (lambda a, b: torch.cat([a.exp(), b]), [(1000,), (3001,)], "1000"),
+    "rope": (_rope, [(4, 3, 64)], "32"),
+    "pad": (lambda x: F.pad(x, (3, -2)) * 3, [(5, 40)], "3"),
+    "pad_both_dims": (lambda x: F.pad(x, (1, 2, 2, 1), value=0.5), [(4, 6, 33)], "1 34"),
+    "slice_scatter": (
+        lambda x, y: torch.slice_scatter(x, y * 2, 1, 8, 24) + 1,
+        [(5, 40), (5, 16)],
+        "8 24",
+    ),
+    "select_scatter": (_select_scatter, [(37, 5), (37, 5)], None),
+    "stack_last": (lambda a, b: torch.stack([a, b.sin()], -1).flatten(-2), [(7, 19), (7, 19)], None),
+    "arange_mask": (lambda x: torch.where(torch.arange(50) < 20, x, -x), [(3, 50)], "20"),
+    "tril": (lambda x: torch.tril(x) + 1, [(24, 24)], None),
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", list(PIECES))
+def test_loops_split_where_index_comparisons_change(name, dtype, vectorize, debug):
+    # A pointwise kernel's innermost loop is split where comparisons of index values along it
+    # change (ir/fold.h): each piece of a concatenation or pad reads only its own input, in
+    # vector form, with no per-element select. Pieces of every length (tails included) against
+    # eager; and the split named in the kernel's header.
+    fn, shapes, cuts = PIECES[name]
+    check(fn, *[make_tensor(s, dtype) for s in shapes])
+    text = kernel_text(debug)
+    if cuts is not None:
+        assert re.search(r"loop x\d+ split at " + cuts + r" \(", text), text
+        body = text.split("// cpp_fused", 1)[1]
+        assert "? in_ptr" not in body, text  # no masked load left
 
 
 def test_transposed_output_and_inputs(vectorize):

@@ -408,6 +408,13 @@ Value rebuild(Value root, const sym::ExprMap& repl, const std::function<Value(Va
 
 }  // namespace
 
+Value with_args(Value v, std::vector<Value> args) {
+  if (args == v->args) return v;
+  ScalarNode n = *v;
+  n.args = std::move(args);
+  return intern(std::move(n));
+}
+
 Value substitute_indices(Value root, const sym::ExprMap& repl) {
   return rebuild(root, repl, nullptr);
 }

@@ -268,6 +268,9 @@ std::vector<Value> topo_order(const std::vector<Value>& roots);
 // Replace index symbols in every Load/IndexExpr index (simultaneous substitution), rebuilding.
 // Indirect symbols follow their Values: a rebuilt operand gets its own symbol.
 Value substitute_indices(Value root, const sym::ExprMap& repl);
+// The same node over other operands (of the same kinds and dtypes; a Load's or IndexExpr's
+// indirect operands must still match its index).
+Value with_args(Value v, std::vector<Value> args);
 // Replace loads of one buffer: fn(load, rebuilt_mask) returns the replacement value, where load
 // is the load with its operands already rebuilt.
 Value replace_loads(Value root, const std::string& buffer,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "coil/codegen/cpp/cpp_kernel.h"
+#include "coil/ir/fold.h"
 
 namespace coil::codegen::cpp {
 
@@ -196,9 +197,15 @@ class Emitter {
 
   const std::string* lookup(Value v) const;
 
+  // (Within a piece of a split loop, folded where the piece's range decides it: ir/fold.h.)
   Value kernel_body(const sched::Member& m) const {
-    return ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
+    Value body = ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
+    return fold_pieces_ ? ir::fold_in_ranges(body, env_) : body;
   }
+  // Loop partitioning: where a pointwise kernel's innermost loop is split into pieces on each of
+  // which every comparison of index values along it is constant (a concatenation's pieces, a
+  // pad's border), ir::index_breakpoints's points; empty when the loop stays whole.
+  std::vector<int64_t> inner_pieces() const;
 
   // A scatter combines its value into the element its target names.
   void scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& val);
@@ -239,7 +246,10 @@ class Emitter {
   std::string last_x() const { return "x" + std::to_string(k_.xsizes.size() - 1); }
   std::string lane(const std::string& v) const { return column() ? v + "[xi]" : v; }
 
-  void open_lanes(bool simd);
+  void open_lanes(bool simd, const std::string& begin = "0", const std::string& end = "xn");
+  // Column mode: f between open_lanes and close_lanes, in one lane loop per piece where
+  // comparisons of index values along x change (inner_pieces), each piece's body folded.
+  void lane_pieces(const std::function<void()>& f);
 
   void close_lanes();
 
@@ -377,6 +387,8 @@ class Emitter {
   // the tile's name.
   std::map<std::string, std::string> tiles_, tile_names_;
   std::unordered_map<const ir::ScalarNode*, RowCache> row_caches_;
+  bool fold_pieces_ = false;  // rendering one piece of a split loop (kernel_body folds)
+  bool lanes_split_said_ = false;
   std::vector<RowPrefetch> prefetches_;
   int stage_ = -1;  // the stage being rendered (index into k_.stages)
   // Row groups: the rows asked for, the rows of this kernel's groups (1: none), the replica

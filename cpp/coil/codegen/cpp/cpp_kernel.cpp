@@ -319,10 +319,10 @@ void Emitter::store(const ir::Buffer& b, const sched::Member& m, const std::stri
   line(ptr_.at(b.name) + "[" + index_text(b.name, idx) + "] = " + val + ";");
 }
 
-void Emitter::open_lanes(bool simd) {
+void Emitter::open_lanes(bool simd, const std::string& begin, const std::string& end) {
   if (!column()) return;
   if (simd) line("#pragma omp simd");
-  line("for (int64_t xi = 0; xi < xn; ++xi) {");
+  line("for (int64_t xi = " + begin + "; xi < " + end + "; ++xi) {");
   ++indent_;
   line("const int64_t " + last_x() + " = xc + xi;");
   memo_.emplace_back();
@@ -333,6 +333,35 @@ void Emitter::close_lanes() {
   memo_.pop_back();
   --indent_;
   line("}");
+}
+
+void Emitter::lane_pieces(const std::function<void()>& f) {
+  std::vector<int64_t> cuts = column() ? inner_pieces() : std::vector<int64_t>{};
+  if (cuts.empty()) {
+    open_lanes(true);
+    f();
+    close_lanes();
+    return;
+  }
+  if (!lanes_split_said_) {
+    std::string said = "lanes of " + last_x() + " split at";
+    for (int64_t c : cuts) said += " " + std::to_string(c);
+    vec_decisions_.push_back(said + " (where comparisons of index values along it change)");
+    lanes_split_said_ = true;
+  }
+  cuts.push_back(*k_.xsizes.back().as_int());
+  int64_t begin = 0;
+  for (int64_t end : cuts) {
+    sym::RangeEnv whole = env_;
+    env_.set_range(Expr::symbol(last_x()), sym::Range{begin, end - 1});
+    fold_pieces_ = true;
+    open_lanes(true, std::to_string(begin), std::to_string(end));
+    f();
+    close_lanes();
+    fold_pieces_ = false;
+    env_ = whole;
+    begin = end;
+  }
 }
 
 // Computes a pointwise member; outer-level values in column mode go to their lane's slot.
@@ -497,7 +526,31 @@ void Emitter::render_loops() {
         tile_prefetch_decision_.clear();  // (a vector attempt's, rendered again as scalar)
         open_loop(i - 1);
       }
-      if (vector) {
+      std::vector<int64_t> cuts = vector && !tiled ? inner_pieces() : std::vector<int64_t>{};
+      if (vector && !cuts.empty()) {
+        // One vector loop per piece, its body folded where the piece's range decides it.
+        std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
+        int64_t chunk = stream_ && i == 0 ? kStreamChunk : 0;
+        std::string var = "x" + std::to_string(nx - 1);
+        std::string said = "loop " + var + " split at";
+        for (int64_t c : cuts) said += " " + std::to_string(c);
+        vec_decisions_.push_back(said + " (where comparisons of index values along it change)");
+        cuts.push_back(*k_.xsizes.back().as_int());
+        int64_t begin = 0;
+        for (int64_t end : cuts) {
+          // (Names a piece made vectors, v_buf0 among them, may be scalars in the next.)
+          sym::RangeEnv whole = env_;
+          std::set<std::string> vectors = vec_names_;
+          env_.set_range(Expr::symbol(var), sym::Range{begin, end - 1});
+          fold_pieces_ = true;
+          vector_loop(std::to_string(begin), std::to_string(end), pragma, body, chunk);
+          fold_pieces_ = false;
+          env_ = whole;
+          vec_names_ = vectors;
+          begin = end;
+        }
+        if (stream_ && i != 0) line("coil_stream_fence();");
+      } else if (vector) {
         std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
         bool flat = i == 0 && !tiled;
         vector_loop(inner_begin, inner_end, pragma, body, stream_ && flat ? kStreamChunk : 0);
@@ -523,6 +576,26 @@ void Emitter::render_loops() {
     --indent_;
     line("}");
   }
+}
+
+// At most this many pieces of a split loop (a concatenation of more inputs keeps one loop).
+constexpr size_t kMaxLoopPieces = 16;
+
+std::vector<int64_t> Emitter::inner_pieces() const {
+  size_t nx = k_.xsizes.size();
+  if (nx == 0 || rows_ > 1 || scatter()) return {};
+  auto extent = k_.xsizes.back().as_int();
+  if (!extent) return {};
+  // Column mode: lanes split only where one block covers the row (x = xi, xc being 0).
+  if (column() && k_.column_block < *extent) return {};
+  std::vector<Value> bodies;
+  for (const sched::Member& m : k_.members) {
+    bodies.push_back(ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map));
+  }
+  Expr var = Expr::symbol("x" + std::to_string(nx - 1));
+  std::vector<int64_t> cuts = ir::index_breakpoints(bodies, var, *extent, env_);
+  if (cuts.size() + 1 > kMaxLoopPieces) return {};
+  return cuts;
 }
 
 }  // namespace cpp

@@ -263,28 +263,29 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     // (In a row group: each point of the group in turn.)
     each_row([&] {
       memo_.emplace_back();
-      open_lanes(true);
-      std::map<std::string, std::string> saved_available = available_;
-      for (int mi : stage.members) {
-        const sched::Member& m = k_.members[mi];
-        const ir::Buffer& b = prog_.buffers[m.buffer];
-        if (!b.is_reduction()) {
-          emit_pointwise(m);
-          continue;
+      lane_pieces([&] {
+        std::map<std::string, std::string> saved_available = available_;
+        for (int mi : stage.members) {
+          const sched::Member& m = k_.members[mi];
+          const ir::Buffer& b = prog_.buffers[m.buffer];
+          if (!b.is_reduction()) {
+            emit_pointwise(m);
+            continue;
+          }
+          std::string val = value(kernel_body(m));
+          if (vector) {
+            std::string acc = "vacc_" + b.name + sfx();
+            std::string combined =
+                *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
+            // Lanes past the end of the row keep the accumulator.
+            line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count +
+                 ");");
+            continue;
+          }
+          accumulate(m, val);
         }
-        std::string val = value(kernel_body(m));
-        if (vector) {
-          std::string acc = "vacc_" + b.name + sfx();
-          std::string combined =
-              *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
-          // Lanes past the end of the row keep the accumulator.
-          line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count + ");");
-          continue;
-        }
-        accumulate(m, val);
-      }
-      available_ = saved_available;
-      close_lanes();
+        available_ = saved_available;
+      });
       memo_.pop_back();
     });
   };
