@@ -395,6 +395,10 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
     """The Dynamo backend: AOTAutograd with coil as the forward/backward/inference compiler.
     mode/options: torch.compile's (see config.for_compile and config.MODES)."""
     opts = config.for_compile(mode, options)
+    if opts.cpu_backend == "cpp" and opts.cpp_vectorize != "off" and not all(
+        isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs
+    ):
+        runtime.prepare_vec_flags()  # C++ kernels ahead: their flags found while Dynamo traces
     function = cudagraphs.Function(num_dynamo_inputs=len(example_inputs))
     warm_key = graph_cache.key_for(gm, example_inputs, opts)
     if warm_key:

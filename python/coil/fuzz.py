@@ -299,12 +299,15 @@ def with_invariants(program: Program, inputs: list) -> Program | None:
     return Program(program.seed, steps, outputs, program.n_inputs)
 
 
-def with_pieces(program: Program, inputs: list) -> Program:
+def with_pieces(program: Program, inputs: list, dynamic: bool = False) -> Program:
     """The program with up to three steps more, returned too (`--pieces`): a pad, slice_scatter,
     three-way cat or rotate-half (a rotary embedding's cat) of its values, each fused with the
     value's producers into a kernel whose innermost loop splits where the pieces meet (codegen's
     loop partitioning: each piece folded over its range). Drawn from the program's own values,
-    by a generator of its own, so the original program is unchanged."""
+    by a generator of its own, so the original program is unchanged. dynamic: every pad widens
+    somewhere (the pads become symbolic ints, and eager's pad that only narrows is a view of its
+    input, whose layout a symbolic trace cannot know: Inductor's output strides differ from
+    eager's there as coil's do)."""
     rng = random.Random(program.seed * 7919 + 17)
     vals = [t.clone() for t in inputs]
     with warnings.catch_warnings():
@@ -326,6 +329,8 @@ def with_pieces(program: Program, inputs: list) -> Program:
             lo, hi = rng.randint(-2, 4), rng.randint(-2, 4)
             if a.shape[-1] + min(lo, 0) + min(hi, 0) <= 0:
                 lo, hi = abs(lo), abs(hi)
+            if dynamic and max(lo, hi) <= 0:
+                hi = 1 - hi
             extra.append(Step("pad", (k,), {"pads": (lo, hi), "value": rng.choice([0.0, -1.25])}))
         elif op == "slice_scatter":
             start = rng.randrange(n)
@@ -476,7 +481,7 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
 
     program, inputs = generate(seed)
     if pieces:
-        program = with_pieces(program, inputs)
+        program = with_pieces(program, inputs, dynamic)
     if invariants:
         program = with_invariants(program, inputs)
         if program is None:

@@ -3,12 +3,14 @@ wrapper module of each graph."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import linecache
 import math
 import os
 import shutil
 import sys
+import threading
 import types
 
 import torch
@@ -255,8 +257,41 @@ def _vec_base_flags() -> list:
     return flags
 
 
-@functools.cache
+_vec_lock = threading.Lock()
+_vec_warmer: threading.Thread | None = None
+
+
 def vec_flags() -> tuple | None:
+    """_vec_flags, found once per process; a caller while another thread finds them (the
+    warm-up of prepare_vec_flags) waits for that one's answer."""
+    with _vec_lock:
+        return _vec_flags()
+
+
+def prepare_vec_flags() -> None:
+    """Finds vec_flags on a daemon thread, once per process: the first time in a cache that
+    precompiles at::vec's headers (about 4 s) and later checks the 100 MB header, while Dynamo
+    and AOTAutograd trace the graph whose kernels will need it (the compiler runs without the
+    GIL). The backend calls it on its first CPU graph."""
+    global _vec_warmer
+    if _vec_warmer is not None:
+        return
+
+    def warm():
+        try:
+            vec_flags()
+        except Exception:  # noqa: BLE001  (the compile's own call finds it again and reports)
+            pass
+
+    _vec_warmer = threading.Thread(target=warm, name="coil-vec-flags", daemon=True)
+    _vec_warmer.start()
+    # A process that exits first waits for it: a daemon thread killed mid-build would leave the
+    # compiler's 100 MB temporary header in the cache.
+    atexit.register(_vec_warmer.join)
+
+
+@functools.cache
+def _vec_flags() -> tuple | None:
     """Compiler flags for kernel files with vector loops (ATen's at::vec, prelude.h kVecPrelude):
     torch's headers, at::vec built for the CPU capability torch dispatches its own kernels to
     (AVX512, AVX2, or the portable DEFAULT), and torch's CPU library, whose SLEEF math functions

@@ -568,3 +568,24 @@ def test_a_row_cache_of_a_buffer_the_first_loop_computes(mode, monkeypatch, debu
     out = torch.compile(f, backend="coil")(x)
     torch.testing.assert_close(out, f(x))
     assert "row cache: each element's load from stage 0" in kernel_text(debug)
+
+
+def test_vector_flags_are_found_while_dynamo_traces(monkeypatch):
+    # The backend starts runtime.vec_flags (the precompiled at::vec header: about 4 s on a fresh
+    # cache) on a thread when a graph with CPU tensors arrives, so it overlaps AOTAutograd's
+    # trace; the compile's own call waits for that answer instead of building it again.
+    from coil import runtime
+
+    calls = []
+    monkeypatch.setattr(runtime, "_vec_warmer", None)
+    real = runtime.vec_flags
+    monkeypatch.setattr(runtime, "vec_flags", lambda: calls.append(1) or real())
+    reset_compiler()
+    x = make_tensor((64, 128))
+    check(lambda x: torch.softmax(x * 2, -1), x)
+    warmer = runtime._vec_warmer
+    assert warmer is not None and warmer.name == "coil-vec-flags"
+    warmer.join()
+    assert len(calls) >= 2  # the warm-up's call and the compile's
+    runtime.prepare_vec_flags()  # once per process: no second thread
+    assert runtime._vec_warmer is warmer
