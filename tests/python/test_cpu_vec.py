@@ -231,6 +231,16 @@ def test_loops_split_where_index_comparisons_change(name, dtype, vectorize, debu
         assert "? in_ptr" not in body, text  # no masked load left
 
 
+def test_a_split_loop_whose_piece_has_no_vector_form_stays_whole_and_scalar(vectorize, debug):
+    # The piece over the int64 input has no vector form (int64 values vary): the attempt falls
+    # back to the scalar loop, unsplit, and the header does not claim a split it did not make.
+    a = make_tensor((6, 37))
+    b = torch.randint(-5, 5, (6, 11))
+    check(lambda a, b: torch.cat([a * 2, b.float()], 1), a, b)
+    text = kernel_text(debug)
+    assert "split at" not in text and "scalar (omp simd): int64 values vary" in text, text
+
+
 def test_transposed_output_and_inputs(vectorize):
     check(lambda x, y: (x.t() + y).t().contiguous() * 2, make_tensor((40, 33)), make_tensor((33, 40)))
 

@@ -177,6 +177,7 @@ class Emitter {
     sym::RangeEnv env;
     int next_tmp, indent;
     bool aten_math;
+    size_t decisions;  // vec_decisions_ said so far (a failed attempt's are taken back)
   };
   Snapshot snapshot() const;
   void restore(const Snapshot& s);

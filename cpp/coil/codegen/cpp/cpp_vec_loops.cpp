@@ -263,7 +263,8 @@ void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::stri
 }
 
 Emitter::Snapshot Emitter::snapshot() const {
-  return {memo_, available_, vec_names_, env_, next_tmp_, indent_, aten_math_};
+  return {memo_,     available_, vec_names_, env_,
+          next_tmp_, indent_,    aten_math_, vec_decisions_.size()};
 }
 
 void Emitter::restore(const Snapshot& s) {
@@ -274,6 +275,8 @@ void Emitter::restore(const Snapshot& s) {
   next_tmp_ = s.next_tmp;
   indent_ = s.indent;
   aten_math_ = s.aten_math;
+  fold_pieces_ = false;  // (an attempt that failed inside a piece of a split loop)
+  if (vec_decisions_.size() > s.decisions) vec_decisions_.resize(s.decisions);
   tiles_.clear();
   tile_names_.clear();
 }
