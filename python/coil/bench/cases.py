@@ -97,6 +97,13 @@ def rms_norm(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
 
+def rotary(x, cos, sin):
+    """Rotary position embedding (LLaMA's apply_rotary_pos_emb): x * cos + rotate_half(x) * sin,
+    rotate_half a cat of the negated second half and the first."""
+    h = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., h:], x[..., :h]], dim=-1) * sin
+
+
 def sum_rows(x):
     return x.sum(dim=1)
 
@@ -196,6 +203,16 @@ def _transpose_add(device, size):
     x = torch.randn(shape, device=device, dtype=dt)
     y = torch.randn(shape, device=device, dtype=dt)
     return Built(transpose_add, (x, y), _desc(shape, dt), 3 * _nbytes(x), **_tol(dt))
+
+
+def _rotary(device, size):
+    b, heads, seq, d = _pick(size, (1, 32, 1024, 128), (8, 32, 4096, 128), (1, 2, 16, 8))
+    dt = _dtype(device)
+    x = torch.randn(b, heads, seq, d, device=device, dtype=dt)
+    cos = torch.randn(1, 1, seq, d, device=device, dtype=dt)
+    sin = torch.randn(1, 1, seq, d, device=device, dtype=dt)
+    return Built(rotary, (x, cos, sin), _desc((b, heads, seq, d), dt), 2 * _nbytes(x) +
+                 _nbytes(cos, sin), **_tol(dt))
 
 
 def _mm_odd(device, size):
@@ -470,6 +487,7 @@ MICRO = [
     Case("transpose_add", "micro", _transpose_add, quick=True),
     Case("mm_bias_gelu", "micro", _mm_bias_gelu, quick=True),
     Case("mm_odd", "micro", _mm_odd),
+    Case("rotary", "micro", _rotary),
     Case("attention", "micro", _attention(False), quick=True),
     Case("attention_train", "micro", _attention(True), quick=True),
 ]
