@@ -10,7 +10,8 @@ using sym::Expr;
 
 namespace {
 
-bool is_comparison(Op op) {
+// An ordering or equality comparison (not a logical op: scalar.cpp's is_comparison).
+bool is_order_comparison(Op op) {
   return op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge || op == Op::Eq ||
          op == Op::Ne;
 }
@@ -129,7 +130,7 @@ Value fold_node(Value v, const sym::RangeEnv& env) {
     default:
       break;
   }
-  if (is_comparison(v.op())) {
+  if (is_order_comparison(v.op())) {
     auto l = index_value(a[0]), r = index_value(a[1]);
     if (l && r) {
       if (auto c = decide(v.op(), *l, *r, env)) return constant(*c, DType::Bool);
@@ -152,10 +153,6 @@ std::optional<std::pair<int64_t, Expr>> affine_in(const Expr& e, const Expr& var
   return std::make_pair(*s, at0);
 }
 
-int64_t floor_div(int64_t a, int64_t b) {
-  return sym::floordiv_int(a, b);
-}
-
 // Where s*x + k - c crosses zero, t = (c - k) / s: the first x past the region below t
 // (ceil(t)) and past the region at or below t (floor(t) + 1), for the crossings `which` asks.
 enum class Crossing { Below, AtOrBelow, Both };
@@ -165,7 +162,7 @@ void crossings(int64_t s, int64_t k, int64_t c, Crossing which, std::vector<int6
     num = -num;
     den = -den;
   }
-  int64_t fl = floor_div(num, den);
+  int64_t fl = sym::floordiv_int(num, den);
   int64_t ceil = num % den == 0 ? fl : fl + 1;
   if (which != Crossing::AtOrBelow) out.push_back(ceil);
   if (which != Crossing::Below) out.push_back(fl + 1);
@@ -198,7 +195,7 @@ std::vector<int64_t> index_breakpoints(const std::vector<Value>& roots, const Ex
                                        int64_t extent, const sym::RangeEnv& env) {
   std::vector<int64_t> points;
   for (const Value& v : topo_order(roots)) {
-    if (!is_comparison(v.op())) continue;
+    if (!is_order_comparison(v.op())) continue;
     auto l = index_value(v->args[0]), r = index_value(v->args[1]);
     if (!l || !r) continue;
     Expr d = sym::simplify(*l - *r, env);  // the comparison is d's sign against 0

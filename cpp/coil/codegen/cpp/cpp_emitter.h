@@ -251,6 +251,10 @@ class Emitter {
   // Column mode: f between open_lanes and close_lanes, in one lane loop per piece where
   // comparisons of index values along x change (inner_pieces), each piece's body folded.
   void lane_pieces(const std::function<void()>& f);
+  // f(begin, end) for each piece of the innermost x loop between cuts, with env_ narrowed to the
+  // piece and kernel_body folding over it; and the kernel header's line saying where it split.
+  void each_piece(const std::vector<int64_t>& cuts, const std::function<void(int64_t, int64_t)>& f);
+  void say_split(const std::string& what, const std::vector<int64_t>& cuts);
 
   void close_lanes();
 

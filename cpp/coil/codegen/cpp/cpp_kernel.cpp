@@ -344,22 +344,37 @@ void Emitter::lane_pieces(const std::function<void()>& f) {
     return;
   }
   if (!lanes_split_said_) {
-    std::string said = "lanes of " + last_x() + " split at";
-    for (int64_t c : cuts) said += " " + std::to_string(c);
-    vec_decisions_.push_back(said + " (where comparisons of index values along it change)");
+    say_split("lanes of " + last_x(), cuts);
     lanes_split_said_ = true;
   }
-  cuts.push_back(*k_.xsizes.back().as_int());
-  int64_t begin = 0;
-  for (int64_t end : cuts) {
-    sym::RangeEnv whole = env_;
-    env_.set_range(Expr::symbol(last_x()), sym::Range{begin, end - 1});
-    fold_pieces_ = true;
+  each_piece(cuts, [&](int64_t begin, int64_t end) {
     open_lanes(true, std::to_string(begin), std::to_string(end));
     f();
     close_lanes();
+  });
+}
+
+void Emitter::say_split(const std::string& what, const std::vector<int64_t>& cuts) {
+  std::string said = what + " split at";
+  for (int64_t c : cuts) said += " " + std::to_string(c);
+  vec_decisions_.push_back(said + " (where comparisons of index values along it change)");
+}
+
+void Emitter::each_piece(const std::vector<int64_t>& cuts,
+                         const std::function<void(int64_t, int64_t)>& f) {
+  Expr var = Expr::symbol(last_x());
+  int64_t begin = 0;
+  for (size_t p = 0; p <= cuts.size(); ++p) {
+    int64_t end = p < cuts.size() ? cuts[p] : *k_.xsizes.back().as_int();
+    // (Names a piece made vectors, v_buf0 among them, may be scalars in the next.)
+    sym::RangeEnv whole = env_;
+    std::set<std::string> vectors = vec_names_;
+    env_.set_range(var, sym::Range{begin, end - 1});
+    fold_pieces_ = true;
+    f(begin, end);
     fold_pieces_ = false;
     env_ = whole;
+    vec_names_ = vectors;
     begin = end;
   }
 }
@@ -531,24 +546,10 @@ void Emitter::render_loops() {
         // One vector loop per piece, its body folded where the piece's range decides it.
         std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
         int64_t chunk = stream_ && i == 0 ? kStreamChunk : 0;
-        std::string var = "x" + std::to_string(nx - 1);
-        std::string said = "loop " + var + " split at";
-        for (int64_t c : cuts) said += " " + std::to_string(c);
-        vec_decisions_.push_back(said + " (where comparisons of index values along it change)");
-        cuts.push_back(*k_.xsizes.back().as_int());
-        int64_t begin = 0;
-        for (int64_t end : cuts) {
-          // (Names a piece made vectors, v_buf0 among them, may be scalars in the next.)
-          sym::RangeEnv whole = env_;
-          std::set<std::string> vectors = vec_names_;
-          env_.set_range(Expr::symbol(var), sym::Range{begin, end - 1});
-          fold_pieces_ = true;
+        say_split("loop " + last_x(), cuts);
+        each_piece(cuts, [&](int64_t begin, int64_t end) {
           vector_loop(std::to_string(begin), std::to_string(end), pragma, body, chunk);
-          fold_pieces_ = false;
-          env_ = whole;
-          vec_names_ = vectors;
-          begin = end;
-        }
+        });
         if (stream_ && i != 0) line("coil_stream_fence();");
       } else if (vector) {
         std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
