@@ -113,6 +113,17 @@ def require_strides(t, strides):
     return out
 
 
+class KernelFailure(RuntimeError):
+    """A generated kernel failed to build, load or launch (a Triton compile error, a config the
+    GPU cannot run, an error launching it): a compiler bug, never the user's. The graph's call
+    (backend.py) catches it and runs that graph's fallback instead."""
+
+    def __init__(self, kernel: str, cause: BaseException):
+        super().__init__(f"kernel {kernel} failed: {type(cause).__name__}: {cause}")
+        self.kernel = kernel
+        self.cause = cause
+
+
 class IndexOutOfBoundsError(IndexError, RuntimeError):
     """An index tensor named a position outside the tensor it indexes (gather, x[idx], scatter,
     embedding, ...). Both an IndexError and a RuntimeError, as eager raises either, by op."""

@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from coil import config
+from coil.runtime import KernelFailure
 
 
 def interpreting() -> bool:
@@ -69,11 +70,16 @@ class Launcher:
         # Configs are tuned once per bucket of sizes, not per size: a dynamic kernel called at
         # every sequence length tunes a handful of times, not on every new length.
         bucket = _bucket(xnumel, rnumel, ynumel)
-        cfg = self.chosen.get(bucket)
-        if cfg is None:
-            cfg = self._choose(tensors, xnumel, rnumel, ynumel, size_args)
-            self.chosen[bucket] = cfg
-        kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel, size_args)
+        try:
+            cfg = self.chosen.get(bucket)
+            if cfg is None:
+                cfg = self._choose(tensors, xnumel, rnumel, ynumel, size_args)
+                self.chosen[bucket] = cfg
+            kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel, size_args)
+        except Exception as e:  # noqa: BLE001 - what it was goes into the KernelFailure
+            # (The first launch at these sizes compiles the kernel: a compile error, or a launch
+            # the GPU refuses, is the compiler's fault; the graph's call falls back.)
+            raise KernelFailure(self.__name__, e) from e
         if kernel is not None and bound is None and not interpreting():
             if len(self.bound) >= _MAX_BOUND:
                 self.bound.clear()  # many distinct sizes: keep the table small
@@ -109,7 +115,7 @@ class Launcher:
     # ---- compiling ahead of the first call ----
 
     def compile_jobs(self):
-        """(config, thunk) pairs that compile each candidate without launching it."""
+        """Thunks that compile each candidate without launching it (its config in .config)."""
         if not self.dtypes or "xnumel" not in self.sizes:
             return []
         sizes = [self.sizes[k] for k in ("ynumel", "xnumel", "rnumel") if k in self.sizes]
@@ -127,6 +133,7 @@ class Launcher:
             def job(cfg=cfg):
                 kernel = self.fn.warmup(*self.dtypes, *self.size_hints, *sizes, grid=(1,), **cfg)
                 kernel._init_handles()  # loads the binary; builds the C launcher if new
+            job.config = cfg
             jobs.append(job)
         return jobs
 
@@ -294,29 +301,46 @@ def precompile(launchers, workers: int | None = None) -> None:
     """Compile every candidate config of every kernel before the first call (only the winner,
     where an earlier process tuned the kernel for these sizes and cached it), several at a time
     on a thread pool: Triton's compiler spends much of its time in ptxas and in building C
-    launchers, separate processes that run in parallel. An error is left for the first call to
-    report."""
+    launchers, separate processes that run in parallel.
+
+    A config that fails to compile or load (too much shared memory for this GPU, say) is dropped
+    from its kernel's candidates; a kernel none of whose configs compiles raises KernelFailure,
+    so the graph falls back when it is compiled (backend.py), never inside the user's call."""
     if interpreting():
         return
-    jobs = [job for launcher in launchers for job in launcher.compile_jobs()]
-    if len(jobs) < 2:
+    jobs = [(launcher, job) for launcher in launchers for job in launcher.compile_jobs()]
+    if not jobs:
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    def guarded(job):
+    failed: dict = {}  # launcher -> [(config, exception)]
+
+    def guarded(item):
+        launcher, job = item
         try:
             job()
-        except Exception:  # noqa: BLE001 - the first call compiles again and reports it
-            pass
+        except Exception as e:  # noqa: BLE001 - judged per kernel below
+            failed.setdefault(launcher, []).append((job.config, e))
 
     # The first job runs alone: it fills the per-process state every compile reads (Triton's own
     # hash of its sources and its 500 MB library, the driver and the backend), which Triton caches
     # without a lock, so jobs started together would each compute it (GPT-2's warm start spent
     # over a second in ten concurrent hashes of libtriton).
     guarded(jobs[0])
-    workers = workers or min(len(jobs) - 1, max(2, os.cpu_count() or 2), 16)
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(guarded, jobs[1:]))
+    if len(jobs) > 1:
+        workers = workers or min(len(jobs) - 1, max(2, os.cpu_count() or 2), 16)
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(guarded, jobs[1:]))
+    for launcher, failures in failed.items():
+        bad = [cfg for cfg, _ in failures]
+        kept = [cfg for cfg in launcher.configs if cfg not in bad]
+        if not kept:
+            raise KernelFailure(launcher.__name__, failures[0][1]) from failures[0][1]
+        if "perf" in launcher.options.logs:
+            for cfg, e in failures:
+                print(f"[coil] {launcher.__name__}: config {cfg} dropped ({type(e).__name__}: "
+                      f"{e})", file=sys.stderr)
+        launcher.configs = kept
 
 
 def _read_json(path: str):

@@ -252,3 +252,50 @@ def test_cli_repro_malformed_graph_one_line_error(valid_graph_json, tmp_path, ca
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, f"expected a one-line error message, got:\n{proc.stderr[-3000:]}"
     assert lines[0].strip()
+
+
+# --------------------------------------------------------------------------------------------
+# a graph sent to eager runs as Dynamo captured it, never slower than eager
+# --------------------------------------------------------------------------------------------
+
+
+def _aten_ops(call) -> list:
+    """The ATen ops `call()` runs, as the profiler names them ("aten::mish"): a dispatch mode
+    would make Dynamo run the user's function instead of the compiled one."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        call()
+    return [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_failed_graph_runs_dynamos_graph(tmp_path, train):
+    # AOTAutograd's graph has mish decomposed (x * tanh(softplus(x))): run eagerly, several ops
+    # where eager runs one. A graph coil could not compile must run Dynamo's graph instead
+    # (eager's own mish), forward and, in training, backward.
+    coil = requires_coil()
+
+    def fn(x):
+        return torch.nn.functional.mish(x * 2) + 1
+
+    x = make_tensor((4, 32)).requires_grad_(train)
+    with (
+        coil.config.patch(inject_build_failure=True, debug_dir=str(tmp_path)),
+        torch.set_grad_enabled(train),
+    ):
+        compiled = torch.compile(fn, backend="coil")
+        with pytest.warns(coil.CoilWarning):
+            compiled(x)
+        ops = _aten_ops(lambda: compiled(x))
+        out = compiled(x)
+    records = coil.compiled_graphs()
+    assert [r.kind for r in records] == ["forward" if train else "inference"], records
+    assert "Dynamo's graph runs as captured" in records[0].eager_reason, records[0].eager_reason
+    assert "aten::mish" in ops, ops
+    assert "aten::log1p" not in ops, ops
+    assert_same(out, fn(x))
+    if train:
+        out.sum().backward()
+        expected = x.grad.clone()
+        x.grad = None
+        fn(x).sum().backward()
+        assert_same(expected, x.grad)

@@ -460,3 +460,31 @@ def test_values_a_later_stage_reads_stay_in_registers(tmp_path):
     code = open(os.path.join(coil.compiled_graphs()[-1].debug_dir, "output_code.py")).read()
     allocations = re.findall(r"^ +buf\d+ = empty_strided", code, re.M)
     assert len(allocations) == 1, code  # the output alone
+
+
+def test_kernel_failing_at_first_launch_falls_back(monkeypatch):
+    # A Triton kernel that does not compile surfaces at its first launch (the interpreter raises
+    # the type error Triton's compiler raises: torchvision's swin_t on the H200 hit one, and it
+    # reached the user's program). The graph must run its fallback instead, with a warning
+    # naming the kernel, on that call and every later one.
+    coil = requires_coil()
+    real = coil.runtime.load_module
+
+    def broken(source, name, path=None):
+        bad = "    bad = in_ptr0 + 0.5\n    xoffset = tl.program_id(0)"
+        return real(source.replace("    xoffset = tl.program_id(0)", bad), name, path)
+
+    monkeypatch.setattr(coil.runtime, "load_module", broken)
+
+    def fn(x):
+        return (x.sin() * 2).softmax(-1)
+
+    x = make_tensor((8, 16))
+    compiled = torch.compile(fn, backend="coil")
+    with pytest.warns(coil.CoilWarning, match=r"kernel triton_\w+ failed"):
+        out = compiled(x)
+    again = compiled(x)
+    torch.testing.assert_close(out, fn(x))
+    torch.testing.assert_close(again, fn(x))
+    (record,) = coil.compiled_graphs()
+    assert record.eager_fallback and "IncompatibleType" in record.eager_reason, record.eager_reason
