@@ -300,9 +300,10 @@ class _GuardedCall:
     goes, so it does not keep them: its kernels were all compiled before it was returned
     (triton_launcher.precompile), and a failure there is raised as it is."""
 
-    _boxed_call = True
-
     def __init__(self, call, gm, record: CompiledGraph, folder: str | None, keep_inputs: bool):
+        # (An instance attribute: wrappers such as torch._dynamo.disable copy the instance's
+        # __dict__, and AOTAutograd calls the backward boxed only where they kept it.)
+        self._boxed_call = True
         self.call = call
         self.gm = gm
         self.record = record
