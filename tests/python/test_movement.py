@@ -169,12 +169,18 @@ def test_short_scans_are_prefix_reductions(name, fn, dtype):
     check_lowered(fn, x)
 
 
-def test_long_scans_stay_in_aten():
-    # Beyond realize_policy::kMaxPrefixReductionScan a scan runs in ATen (n^2 work otherwise).
-    x = make_tensor((2, 1000))
+@pytest.mark.parametrize("length", [33, 256, 1000])
+def test_long_scans_stay_in_aten(length):
+    # Beyond realize_policy::kMaxPrefixReductionScan (32) a scan runs in ATen (n^2 work
+    # otherwise: 31x ATen's time at 256).
+    x = make_tensor((2, length))
     check(lambda x: torch.cumsum(x, 1) + 1, x, atol=1e-4, rtol=1e-4)
     if BACKEND == "coil":
         assert [op for r in coil_records() for op in r.fallback_ops] == ["aten.cumsum.default"]
+
+
+def test_a_scan_of_32_is_a_prefix_reduction():
+    check_lowered(lambda x: torch.cumsum(x, 1) + 1, make_tensor((2, 32)))
 
 
 CUMULATIVE = [

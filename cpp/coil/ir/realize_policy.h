@@ -43,7 +43,10 @@ inline constexpr int kUnrollPoolingWindowThreshold = 27;
 // Scans (cumsum, cumprod) along a dim of at most this many elements are lowered as a reduction of
 // each element's prefix (element i reduces x[0..i] under a mask): n^2 / 2 combines per row, but
 // one fused kernel with no scan machinery, and the reads are of a row already in cache. Longer
-// scans run in ATen (coil has no scan kernel yet).
-inline constexpr int kMaxPrefixReductionScan = 256;
+// scans run in ATen (coil has no scan kernel yet). At 256 (the bound until 2026-12-04) the
+// quadratic work made cumsum over the last dim of 64x128x256 float32 31 ms against ATen's 1.0
+// (2 cores): past a few dozen elements the prefix reduction's n / 2 combines per element cost
+// more than the extern call's pass over memory.
+inline constexpr int kMaxPrefixReductionScan = 32;
 
 }  // namespace coil::ir::realize_policy

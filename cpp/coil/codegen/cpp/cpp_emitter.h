@@ -257,6 +257,17 @@ class Emitter {
   void say_split(const std::string& what, const std::vector<int64_t>& cuts);
 
   void close_lanes();
+  // Column mode: f inside the lanes [begin, end) of the block: a scalar loop over the slot xi
+  // (open_lanes), or, while the kernel renders in vector form (lanes_vec_), a vector loop over
+  // the x variable itself, each step a vector of lanes starting at slot xi.
+  void lanes(bool simd, const std::string& begin, const std::string& end,
+             const std::function<void()>& f);
+  // Vector column mode: a vector of the lanes' elements of a per-lane array (an accumulator
+  // acc_<buf>, or a per-x-point value's slot v_<buf>) of type d, from slot xi.
+  std::string read_lanes(const std::string& array, DType d);
+  // Vector column mode: the vector `val` into buffer b's per-lane slots (v_<buf>, from xi on),
+  // which later loops over the lanes read (read_lanes) as b's value.
+  void write_slot(const ir::Buffer& b, const std::string& val);
 
   // Computes a pointwise member; outer-level values in column mode go to their lane's slot.
   void emit_pointwise(const sched::Member& m);
@@ -286,6 +297,11 @@ class Emitter {
 
   // One step of a scalar reduction: the accumulator takes the member's value `val`.
   void accumulate(const sched::Member& m, const std::string& val);
+  // Arg-reductions: the position of this step's element (arg_position), and whether the vector
+  // form (coil_varg_step in prelude.h: int32 positions beside float32 lanes) applies to b.
+  std::string arg_position(const sched::Member& m);
+  bool vector_arg_reduction(const ir::Buffer& b) const;
+  static bool arg_is_max(const ir::Buffer& b) { return *b.reduction == ir::ReductionType::ArgMax; }
 
   std::string loop_header(const std::string& var, const std::string& begin, const std::string& end,
                           const std::string& step = "1") {
@@ -394,6 +410,10 @@ class Emitter {
   std::unordered_map<const ir::ScalarNode*, RowCache> row_caches_;
   bool fold_pieces_ = false;  // rendering one piece of a split loop (kernel_body folds)
   bool lanes_split_said_ = false;
+  // Column kernels in vector form: the lane loops are vector loops (see lanes()); slots_ holds
+  // the buffers whose per-x-point values live in per-lane slots (v_<buf>[xi]), read as vectors.
+  bool lanes_vec_ = false;
+  std::set<std::string> slots_;
   std::vector<RowPrefetch> prefetches_;
   int stage_ = -1;  // the stage being rendered (index into k_.stages)
   // Row groups: the rows asked for, the rows of this kernel's groups (1: none), the replica

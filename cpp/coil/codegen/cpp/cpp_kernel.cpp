@@ -335,12 +335,32 @@ void Emitter::close_lanes() {
   line("}");
 }
 
+void Emitter::lanes(bool simd, const std::string& begin, const std::string& end,
+                    const std::function<void()>& f) {
+  if (!column()) {
+    f();
+    return;
+  }
+  if (!lanes_vec_) {
+    open_lanes(simd, begin, end);
+    f();
+    close_lanes();
+    return;
+  }
+  // The lanes in vector form: the loop runs over the x variable itself, a vector of lanes a step;
+  // xi is the first lane's slot in the per-lane arrays.
+  vector_loop(begin == "0" ? "xc" : "xc + " + begin, "xc + " + end, "", [&] {
+    line("const int64_t xi = " + last_x() + " - xc;");
+    memo_.emplace_back();
+    f();
+    memo_.pop_back();
+  });
+}
+
 void Emitter::lane_pieces(const std::function<void()>& f) {
   std::vector<int64_t> cuts = column() ? inner_pieces() : std::vector<int64_t>{};
   if (cuts.empty()) {
-    open_lanes(true);
-    f();
-    close_lanes();
+    lanes(true, "0", "xn", f);
     return;
   }
   if (!lanes_split_said_) {
@@ -348,9 +368,7 @@ void Emitter::lane_pieces(const std::function<void()>& f) {
     lanes_split_said_ = true;
   }
   each_piece(cuts, [&](int64_t begin, int64_t end) {
-    open_lanes(true, std::to_string(begin), std::to_string(end));
-    f();
-    close_lanes();
+    lanes(true, std::to_string(begin), std::to_string(end), f);
   });
 }
 
@@ -384,6 +402,11 @@ void Emitter::emit_pointwise(const sched::Member& m) {
   const ir::Buffer& b = prog_.buffers[m.buffer];
   std::string val = value(kernel_body(m));
   std::string var = "v_" + b.name + sfx();
+  if (column() && !m.inner && lanes_vec_) {
+    write_slot(b, val);
+    store(b, m, vec_operand(val, b.layout.dtype));
+    return;
+  }
   if (column() && !m.inner) {
     var = lane(var);
     line(var + " = " + val + ";");
@@ -526,7 +549,15 @@ void Emitter::render_loops() {
     stage_ = -1;
     memo_.pop_back();
   };
-  if (vector_inner) {
+  if (column()) {
+    // Column kernels: every lane loop in vector form, or every one scalar (omp simd).
+    bool allowed = vectorize_ && k_.column_block >= min_trip_;
+    with_vector_attempt(last_x(), allowed, vectorize_ ? "too few lanes" : "", [&](bool vector) {
+      lanes_vec_ = vector;
+      body();
+      lanes_vec_ = false;
+    });
+  } else if (vector_inner) {
     size_t i = headers.size() - 1;
     std::optional<int64_t> trip =
         tiled ? std::optional<int64_t>(k_.tile) : k_.xsizes.back().as_int();

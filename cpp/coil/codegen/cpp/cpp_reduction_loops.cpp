@@ -48,11 +48,11 @@ std::string Emitter::simd_reduction_clauses(
 
 void Emitter::render_stage(const sched::Stage& stage) {
   if (!stage.inner) {
-    open_lanes(true);
-    each_row([&] {
-      for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+    lane_pieces([&] {
+      each_row([&] {
+        for (int mi : stage.members) emit_pointwise(k_.members[mi]);
+      });
     });
-    close_lanes();
     return;
   }
   // Column mode keeps its lane loops scalar (omp simd over a block of x points).
@@ -139,11 +139,22 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     all_sums &= *b.reduction == ir::ReductionType::Sum && graph::is_floating(acc);
     if (vector) {
       lane_type(acc);
-      if (acc == DType::Bool || !vec_combine_text(*b.reduction, "a", "b")) {
+      bool arg = is_arg_reduction(b);
+      if (acc == DType::Bool || (!arg && !vec_combine_text(*b.reduction, "a", "b"))) {
         throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
       }
-      each_row([&] { line(vec() + " vacc_" + b.name + sfx() + "(" + init + ");"); });
+      if (arg && !vector_arg_reduction(b)) {
+        throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) +
+                           " reduction over float64 lanes or 2^31 elements or more"};
+      }
+      each_row([&] {
+        line(vec() + " vacc_" + b.name + sfx() + "(" + init + ");");
+        if (arg) line("VecI vidx_" + b.name + sfx() + "(0);");
+      });
       continue;
+    }
+    if (lanes_vec_ && (is_arg_reduction(b) || !vec_combine_text(*b.reduction, "a", "b"))) {
+      throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
     }
     line(ctype(acc) + " acc_" + b.name + block + (column() ? ";" : " = " + init + ";"));
     if (is_arg_reduction(b)) line("int64_t acci_" + b.name + block + (column() ? ";" : " = 0;"));
@@ -273,6 +284,13 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
             continue;
           }
           std::string val = value(kernel_body(m));
+          if (vector && is_arg_reduction(b)) {
+            line("coil_varg_step<" + std::string(arg_is_max(b) ? "true" : "false") + ">(vacc_" +
+                 b.name + sfx() + ", vidx_" + b.name + sfx() + ", " +
+                 vec_operand(val, b.body.dtype()) + ", " + arg_position(m) + ", " + vec_->count +
+                 ");");
+            continue;
+          }
           if (vector) {
             std::string acc = "vacc_" + b.name + sfx();
             std::string combined =
@@ -308,6 +326,11 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       for (const sched::Member* m : reductions) {
         const ir::Buffer& b = prog_.buffers[m->buffer];
         std::string t = ctype(b.body.dtype()), n = b.name + sfx();
+        if (is_arg_reduction(b)) {
+          line("int64_t acci_" + n + " = coil_varg_result<" + (arg_is_max(b) ? "true" : "false") +
+               ">(vacc_" + n + ", vidx_" + n + ");");
+          continue;
+        }
         line(t + " acc_" + n + " = at::vec::vec_reduce_all<" + t + ">([](const " + vec() +
              "& a, const " + vec() + "& b) { return " + *vec_combine_text(*b.reduction, "a", "b") +
              "; }, vacc_" + n + ");");
@@ -319,27 +342,36 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     // the accumulator traffic, and four row streams in flight.
     std::string r = "r" + std::to_string(nr - 1), u = std::to_string(kColumnUnroll);
     memo_.emplace_back();
-    open_lanes(true);
-    for (const sched::Member* m : reductions) {
-      const ir::Buffer& b = prog_.buffers[m->buffer];
-      line(ctype(b.body.dtype()) + " part_" + b.name + " = " +
-           reduction_identity(*b.reduction, b.body.dtype()) + ";");
-    }
-    line("for (int64_t " + r + " = " + r + "u; " + r + " < " + r + "u + " + u + "; ++" + r + ") {");
-    ++indent_;
-    memo_.emplace_back();
-    std::map<std::string, std::string> saved_available = available_;
-    for (const sched::Member* m : reductions) {
-      const ir::Buffer& b = prog_.buffers[m->buffer];
-      line("part_" + b.name + " = part_" + b.name + " + " + value(kernel_body(*m)) + ";");
-    }
-    available_ = saved_available;
-    memo_.pop_back();
-    --indent_;
-    line("}");
-    for (const sched::Member* m : reductions)
-      accumulate(*m, "part_" + prog_.buffers[m->buffer].name);
-    close_lanes();
+    lane_pieces([&] {
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        std::string init = reduction_identity(*b.reduction, b.body.dtype());
+        if (lanes_vec_) {
+          lane_type(b.body.dtype());
+          line(vec() + " part_" + b.name + "(" + init + ");");
+          vec_names_.insert("part_" + b.name);
+        } else {
+          line(ctype(b.body.dtype()) + " part_" + b.name + " = " + init + ";");
+        }
+      }
+      line("for (int64_t " + r + " = " + r + "u; " + r + " < " + r + "u + " + u + "; ++" + r +
+           ") {");
+      ++indent_;
+      memo_.emplace_back();
+      std::map<std::string, std::string> saved_available = available_;
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        std::string val = value(kernel_body(*m));
+        if (lanes_vec_) val = vec_operand(val, b.body.dtype());
+        line("part_" + b.name + " = part_" + b.name + " + " + val + ";");
+      }
+      available_ = saved_available;
+      memo_.pop_back();
+      --indent_;
+      line("}");
+      for (const sched::Member* m : reductions)
+        accumulate(*m, "part_" + prog_.buffers[m->buffer].name);
+    });
     memo_.pop_back();
     --indent_;
     line("}");
@@ -361,32 +393,52 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     close_chunk();
   }
   // Results of the loop: one value per x point.
-  open_lanes(false);
-  each_row([&] {
-    for (const sched::Member* m : reductions) {
-      const ir::Buffer& b = prog_.buffers[m->buffer];
-      std::string n = b.name + sfx();
-      std::string src = lane(is_arg_reduction(b) ? "acci_" + n : "acc_" + n);
-      std::string var = "v_" + n;
-      std::string cast = "static_cast<" + ctype(b.layout.dtype) + ">(" + src + ")";
-      if (column()) {
-        var = lane(var);
-        line(var + " = " + cast + ";");
-      } else {
-        line(ctype(b.layout.dtype) + " " + var + " = " + cast + ";");
+  lanes(false, "0", "xn", [&] {
+    each_row([&] {
+      for (const sched::Member* m : reductions) {
+        const ir::Buffer& b = prog_.buffers[m->buffer];
+        std::string n = b.name + sfx();
+        if (lanes_vec_) {
+          std::string v = read_lanes("acc_" + n, b.body.dtype());
+          if (b.layout.dtype != b.body.dtype()) {
+            if (!is_half(b.layout.dtype)) throw NoVectorForm{"a reduction's result is cast"};
+            v = "coil_vround<" + c10_half(b.layout.dtype) + ">(" + v + ")";
+          }
+          std::string name = "tmp" + std::to_string(next_tmp_++);
+          line("auto " + name + " = " + v + ";");
+          vec_names_.insert(name);
+          write_slot(b, name);
+          store(b, *m, name);
+          continue;
+        }
+        std::string src = lane(is_arg_reduction(b) ? "acci_" + n : "acc_" + n);
+        std::string var = "v_" + n;
+        std::string cast = "static_cast<" + ctype(b.layout.dtype) + ">(" + src + ")";
+        if (column()) {
+          var = lane(var);
+          line(var + " = " + cast + ";");
+        } else {
+          line(ctype(b.layout.dtype) + " " + var + " = " + cast + ";");
+        }
+        available_[b.name] = var;
+        store(b, *m, var);
       }
-      available_[b.name] = var;
-      store(b, *m, var);
-    }
+    });
   });
-  close_lanes();
 }
 
 // One step of a scalar reduction: the accumulator takes the member's value `val`.
 void Emitter::accumulate(const sched::Member& m, const std::string& val) {
   const ir::Buffer& b = prog_.buffers[m.buffer];
-  std::string acc = lane("acc_" + b.name);
   DType t = b.body.dtype();
+  if (lanes_vec_) {
+    // The lanes' accumulators, loaded, combined and stored back (a masked tail's count of them).
+    std::string acc = "acc_" + b.name;
+    std::string combined = *vec_combine_text(*b.reduction, read_lanes(acc, t), vec_operand(val, t));
+    line(combined + ".store(" + acc + " + xi, " + vec_->count + ");");
+    return;
+  }
+  std::string acc = lane("acc_" + b.name);
   switch (*b.reduction) {
     case ir::ReductionType::Sum:
       line(acc + " = " + acc + " + " + val + ";");
@@ -408,21 +460,38 @@ void Emitter::accumulate(const sched::Member& m, const std::string& val) {
       break;
     case ir::ReductionType::ArgMax:
     case ir::ReductionType::ArgMin: {
-      // The row-major position within this buffer's own reduction ranges.
-      Expr pos = 0;
-      for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
-        pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
-      }
       std::string cmp = *b.reduction == ir::ReductionType::ArgMax ? " > " : " < ";
       line("if ((" + val + cmp + acc + ") || (coil_isnan(" + val + ") && !coil_isnan(" + acc +
            "))) {");
       line("  " + acc + " = " + val + ";");
-      line("  " + lane("acci_" + b.name) + " = " + sym::to_cpp(sym::simplify(pos, env_), env_) +
-           ";");
+      line("  " + lane("acci_" + b.name) + " = " + arg_position(m) + ";");
       line("}");
       break;
     }
   }
+}
+
+// The row-major position, within its buffer's own reduction ranges, of the element an
+// arg-reduction member takes at this step (the first lane's, in vector form).
+std::string Emitter::arg_position(const sched::Member& m) {
+  const ir::Buffer& b = prog_.buffers[m.buffer];
+  Expr pos = 0;
+  for (size_t j = 0; j < b.reduction_ranges.size(); ++j) {
+    pos = pos * b.reduction_ranges[j] + m.var_map.at(ir::reduction_var(static_cast<int>(j)));
+  }
+  return sym::to_cpp(sym::simplify(pos, env_), env_);
+}
+
+bool Emitter::vector_arg_reduction(const ir::Buffer& b) const {
+  if (*vec_->elem != DType::Float32) return false;  // (int32 positions: as many lanes as floats)
+  int64_t n = 1;
+  for (const Expr& e : b.reduction_ranges) {
+    auto v = e.as_int();
+    if (!v) return false;
+    n *= *v;
+    if (n >= (int64_t{1} << 31)) return false;
+  }
+  return true;
 }
 
 int64_t Emitter::chunk_steps(const std::vector<const sched::Member*>& reductions, bool vector,

@@ -46,7 +46,9 @@ bool Emitter::varies(Value v) const {
     case Op::Constant:
       return false;
     case Op::Load:
-      if (available_.count(v->buffer) && !ir::has_indirect(v->index)) return false;
+      // (A per-x-point value: the same in every lane of an r loop, one per lane of the lanes.)
+      if (available_.count(v->buffer) && !ir::has_indirect(v->index))
+        return lanes_vec_ && slots_.count(v->buffer) > 0;
       if (mentions_loop_var(v->index)) return true;
       break;
     case Op::IndexExpr:
@@ -148,6 +150,11 @@ void Emitter::vector_value(Value v) {
   std::string text;
   switch (v.op()) {
     case Op::Load: {
+      if (lanes_vec_ && slots_.count(v->buffer) && available_.count(v->buffer) &&
+          !ir::has_indirect(v->index)) {
+        text = read_lanes("v_" + v->buffer, v.dtype());
+        break;
+      }
       // An indirect index the same in every lane (an embedding row) is checked once, scalar.
       for (const Value& a : ir::indirect_operands(v)) {
         if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
@@ -262,6 +269,30 @@ void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::stri
        vec_->count + ");");
 }
 
+std::string Emitter::read_lanes(const std::string& array, DType d) {
+  lane_type(d);
+  if (d == DType::Bool) throw NoVectorForm{"a bool value per x point"};
+  if (is_half(d)) {
+    return "coil_vload_half<" + c10_half(d) + ">(" + array + " + xi, " + vec_->count + ")";
+  }
+  return vec() + "::loadu(" + array + " + xi, " + vec_->count + ")";
+}
+
+void Emitter::write_slot(const ir::Buffer& b, const std::string& val) {
+  DType d = b.layout.dtype;
+  lane_type(d);
+  if (d == DType::Bool) throw NoVectorForm{"a bool value per x point"};
+  std::string v = vec_operand(val, d), slot = "v_" + b.name;
+  if (is_half(d)) {
+    line("coil_vstore_half<" + c10_half(d) + ">(" + v + ", " + slot + " + xi, " + vec_->count +
+         ");");
+  } else {
+    line(v + ".store(" + slot + " + xi, " + vec_->count + ");");
+  }
+  available_[b.name] = lane(slot);
+  slots_.insert(b.name);
+}
+
 Emitter::Snapshot Emitter::snapshot() const {
   return {memo_,     available_, vec_names_, env_,
           next_tmp_, indent_,    aten_math_, vec_decisions_.size()};
@@ -334,8 +365,8 @@ void Emitter::vector_loop(const std::string& begin, const std::string& end,
   std::string whole = var + "_whole";  // where the whole vectors end
   line("{");
   ++indent_;
-  line("const int64_t " + whole + " = " + begin + " + (" + end + " - " + begin + ") / " + lanes +
-       " * " + lanes + ";");
+  line("const int64_t " + whole + " = " + begin + " + ((" + end + ") - (" + begin + ")) / " +
+       lanes + " * " + lanes + ";");
   if (!pragma.empty()) line(pragma);
   if (chunk > 0) {
     std::string c = std::to_string(chunk);

@@ -347,6 +347,38 @@ template <typename V>
 inline V coil_vmask(bool b) {
   return b ? (V(0) == V(0)) : V(0);
 }
+// Arg-reductions in vector form (argmax/argmin over float lanes): each lane keeps the best value
+// it has seen and its position, as int32 lanes of the same count (the reduction is shorter than
+// 2^31). A step's lanes take their value where it beats the lane's best (is_max: greater; a NaN
+// beats every number and the lane's first NaN stays), so each lane keeps the first position of
+// its best, as eager does; lanes from n on keep theirs (a loop's masked tail).
+using VecI = at::vec::Vectorized<int32_t>;
+template <bool is_max>
+inline void coil_varg_step(VecF& best, VecI& where, const VecF& v, int64_t pos, int64_t n) {
+  VecF better = is_max ? (v > best) : (v < best);
+  VecF take = better | (v.isnan() & (best == best));
+  if (n < VecF::size()) take = VecF::set(VecF(0), take, n);
+  best = VecF::blendv(best, v, take);
+  where = VecI::blendv(where, VecI::arange(static_cast<int32_t>(pos), 1),
+                       at::vec::cast<int32_t>(take));
+}
+// The position of the best value over all lanes: a NaN's first position when a lane holds one,
+// else the best value's, the smallest position among equal ones.
+template <bool is_max>
+inline int64_t coil_varg_result(const VecF& best, const VecI& where) {
+  alignas(64) float b[VecF::size()];
+  alignas(64) int32_t w[VecF::size()];
+  best.store(b);
+  where.store(w);
+  int k = 0;
+  for (int l = 1; l < VecF::size(); ++l) {
+    bool l_nan = b[l] != b[l], k_nan = b[k] != b[k];
+    bool better = is_max ? b[l] > b[k] : b[l] < b[k];
+    bool tie = b[l] == b[k] || (l_nan && k_nan);
+    if ((l_nan && !k_nan) || (!k_nan && better) || (tie && w[l] < w[k])) k = l;
+  }
+  return w[k];
+}
 // f(var) for the n lanes var = base, base + 1, ...: reads that are not contiguous along the loop.
 template <typename V, typename F>
 inline V coil_vlanes(const F& f, int64_t base, int64_t n) {
