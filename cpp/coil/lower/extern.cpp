@@ -121,18 +121,22 @@ TensorBox zero_extend(const TensorBox& x, const std::vector<Expr>& sizes) {
   return out;
 }
 
-// Whether node `id`'s value is only a graph output, directly or through views.
-bool reaches_only_outputs(const graph::Graph& g, int id) {
-  std::vector<int> users = g.users(id);
-  if (users.empty()) return false;
-  for (int u : users) {
-    const graph::Node& n = g.node(u);
-    if (n.kind == graph::NodeKind::Output) continue;
-    bool view = n.target == "aten.view.default" || n.target == "aten._unsafe_view.default" ||
-                n.target == "aten.reshape.default";
-    if (!view || !reaches_only_outputs(g, u)) return false;
+// Whether node `id`'s value is a graph output, directly or through views (a worklist: no
+// recursion as deep as a chain of views).
+bool reaches_an_output(const graph::Graph& g, int id) {
+  std::vector<int> work = {id};
+  while (!work.empty()) {
+    int at = work.back();
+    work.pop_back();
+    for (int u : g.users(at)) {
+      const graph::Node& n = g.node(u);
+      if (n.kind == graph::NodeKind::Output) return true;
+      if (n.target == "aten.view.default" || n.target == "aten._unsafe_view.default" ||
+          n.target == "aten.reshape.default")
+        work.push_back(u);
+    }
   }
-  return true;
+  return false;
 }
 
 Expr round_up(const Expr& e, int64_t m) {
@@ -198,7 +202,9 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
   sb[r - 2] = Kp;
   // A product that is a graph output (through views) must come out with eager's strides: the
   // padded result and the output would both be live while one is copied into the other (GPT-2's
-  // logits: 785 MB at the peak where Inductor, returning the padded view, holds 472). cuBLAS's
+  // logits: 785 MB at the peak where Inductor, returning the padded view, holds 472; BERT's MLM
+  // logits, returned and read by the loss: 1.00 GB against Inductor's 0.56). Its other readers
+  // (a loss) read the output as well as they would the padded rows. cuBLAS's
   // aligned kernels need the product's N aligned, not only its leading dimension: written
   // through a padded stride it ran align1 (3.9 ms, H200 2026-12-02). So the output is written in
   // groups of rows instead (coil::mm_row_groups): the rows that start equally far from a 16-byte
@@ -209,7 +215,7 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
   // product took 0.84 ms of GPT-2's head where the aligned product alone takes 0.46).
   int64_t groups = align / std::gcd(*N.as_int(), align);
   if (r == 2 && *N.as_int() > 2 * align && *M.as_int() >= groups &&
-      reaches_only_outputs(L.graph(), n.id)) {
+      reaches_an_output(L.graph(), n.id)) {
     graph::Node grouped = n;
     grouped.target = "coil.mm_row_groups.default";
     grouped.args = {n.args.at(ia), n.args.at(ib), with_input ? n.args.at(0) : graph::Arg::none(),
