@@ -338,6 +338,127 @@ def test_backward_through_pointwise_and_reduction():
 
 
 # --------------------------------------------------------------------------------------------
+# two branches that exchange class tokens (CrossViT)
+# --------------------------------------------------------------------------------------------
+
+
+class _SelfAttention(nn.Module):
+    """Attention through F.scaled_dot_product_attention: one ATen fallback call."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.h, C // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, T, C))
+
+
+class _BranchBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d, eps=1e-6), nn.LayerNorm(d, eps=1e-6)
+        self.attn = _SelfAttention(d, heads)
+        self.mlp = nn.Sequential(nn.Linear(d, 3 * d), nn.GELU(), nn.Linear(3 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class _ClassTokenAttention(nn.Module):
+    """The class token (row 0) attends over every token, written out (coil's attention rewrite
+    makes it one scaled_dot_product_attention call); the result is the new class token."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.ln = nn.LayerNorm(d, eps=1e-6)
+        self.q, self.k, self.v, self.proj = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = self.ln(x)
+        q = self.q(h[:, :1]).view(B, 1, self.h, C // self.h).transpose(1, 2)
+        k, v = (lin(h).view(B, T, self.h, C // self.h).transpose(1, 2) for lin in (self.k, self.v))
+        att = ((q @ k.transpose(-2, -1)) * (C // self.h) ** -0.5).softmax(-1)
+        return x[:, :1] + self.proj((att @ v).transpose(1, 2).reshape(B, 1, C))
+
+
+def _to_width(d_in, d_out):
+    return nn.Sequential(nn.LayerNorm(d_in, eps=1e-6), nn.GELU(), nn.Linear(d_in, d_out))
+
+
+class CrossBranches(nn.Module):
+    """Two token sequences of different widths and lengths (CrossViT's two patch sizes), each with
+    a class token in row 0: each branch runs a block; then each branch's class token, projected to
+    the other branch's width, attends over the other branch's tokens (a cat of the two) and is
+    projected back in place of its own. Both branches' attention calls are ATen fallbacks, which
+    run in graph order among themselves."""
+
+    def __init__(self, dims=(32, 64), lengths=(16, 4), heads=4):
+        super().__init__()
+        self.cls = nn.ParameterList(nn.Parameter(torch.randn(1, 1, d)) for d in dims)
+        self.pos = nn.ParameterList(
+            nn.Parameter(torch.randn(1, 1 + n, d)) for n, d in zip(lengths, dims)
+        )
+        self.blocks = nn.ModuleList(_BranchBlock(d, heads) for d in dims)
+        self.to_other = nn.ModuleList(_to_width(dims[i], dims[1 - i]) for i in range(2))
+        self.cross = nn.ModuleList(_ClassTokenAttention(dims[1 - i], heads) for i in range(2))
+        self.back = nn.ModuleList(_to_width(dims[1 - i], dims[i]) for i in range(2))
+        self.norms = nn.ModuleList(nn.LayerNorm(d, eps=1e-6) for d in dims)
+
+    def forward(self, a, b):
+        xs = [
+            torch.cat((cls.expand(t.shape[0], -1, -1), t), dim=1) + pos
+            for cls, pos, t in zip(self.cls, self.pos, (a, b))
+        ]
+        xs = [block(x) for block, x in zip(self.blocks, xs)]
+        outs = []
+        for i in range(2):
+            other = xs[1 - i]
+            t = torch.cat((self.to_other[i](xs[i][:, :1]), other[:, 1:]), dim=1)
+            cls = self.back[i](self.cross[i](t))
+            outs.append(torch.cat((cls, xs[i][:, 1:]), dim=1))
+        return [norm(x)[:, 0] for norm, x in zip(self.norms, outs)]
+
+
+def _cross_branches():
+    torch.manual_seed(0)
+    return _randomize_(CrossBranches()), make_tensor((2, 16, 32)), make_tensor((2, 4, 64))
+
+
+def test_cross_branches_inference():
+    # timm's crossvit_9_240 ran eagerly ("plan_memory: kernels and extern calls form a cycle"):
+    # two layer norms of branch 0's class token, one before branch 0's attention call and one
+    # after branch 1's, fused though the two calls run in graph order (sched/deps.cpp).
+    m, a, b = _cross_branches()
+    with torch.no_grad():
+        check(m.eval(), a, b, **MODEL_TOL)
+
+
+def test_cross_branches_training():
+    m, a, b = _cross_branches()
+    ref = copy.deepcopy(m)
+    a_ref, b_ref = a.clone().requires_grad_(), b.clone().requires_grad_()
+    a, b = a.requires_grad_(), b.requires_grad_()
+
+    def step(fn, model, a, b):
+        out = fn(a, b)
+        sum(o.square().mean() for o in out).backward()
+        grads = {n: p.grad for n, p in model.named_parameters()}
+        return [o.detach() for o in out], a.grad, b.grad, grads
+
+    expected = step(ref, ref, a_ref, b_ref)
+    actual = step(compile_fn(m, dynamic=False), m, a, b)
+    assert_same(actual, expected, **MODEL_TOL)
+    if BACKEND == "coil":
+        assert all(not r.eager_fallback for r in coil_records()), coil_records()
+
+
+# --------------------------------------------------------------------------------------------
 # graph breaks and recompiles
 # --------------------------------------------------------------------------------------------
 

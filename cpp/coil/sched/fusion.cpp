@@ -9,7 +9,9 @@
 //   * the mapping is a bijection of iteration spaces (each guest point computed exactly once);
 //   * every buffer passed between the two is read at exactly the index it was written at
 //     (so values can stay in registers, and no thread reads another thread's element);
-//   * no other kernel or extern call sits on a path between them (no cycle);
+//   * no other kernel or extern call sits on a path between them (no cycle): the paths of the
+//     dependencies plan_memory orders by (unit_graph, deps.cpp), which also join calls that share
+//     no buffer (ATen fallbacks, random draws and calls with effects keep the graph's order);
 //   * no buffer passed between them is read through an indirect (data-dependent) index, and
 //     neither kernel is a scatter (its stores land at data-dependent places).
 // Candidate mappings are tried in a fixed order (row-major flattening, matching of index
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <queue>
 #include <sstream>
 #include <variant>
 
@@ -376,11 +379,6 @@ std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel
   return why;
 }
 
-// Units are kernels and extern calls; edges follow buffers from writer to reader.
-struct UnitGraph {
-  std::vector<std::set<int>> succ;  // unit -> units reading its outputs
-};
-
 std::string members_text(const ir::Program& prog, const Kernel& k) {
   std::string s;
   for (const Member& m : k.members) s += (s.empty() ? "" : ",") + prog.buffers[m.buffer].name;
@@ -390,52 +388,42 @@ std::string members_text(const ir::Program& prog, const Kernel& k) {
 }  // namespace
 
 void fuse(const ir::Program& prog, Schedule& s) {
-  // owner: buffer index -> unit (kernel index, or kernels.size() + extern id).
   for (int round = 1; round <= kMaxRounds; ++round) {
     std::vector<Kernel>& ks = s.kernels;
     size_t nk = ks.size();
-    std::vector<int> owner(prog.buffers.size(), -1);
-    for (size_t k = 0; k < nk; ++k) {
-      for (const Member& m : ks[k].members) owner[m.buffer] = static_cast<int>(k);
-    }
-    for (size_t i = 0; i < prog.buffers.size(); ++i) {
-      if (prog.buffers[i].kind == ir::Buffer::Kind::Extern)
-        owner[i] = static_cast<int>(nk) + prog.buffers[i].extern_id;
-    }
-    size_t nunits = nk + prog.externs.size();
-    std::vector<std::set<int>> succ(nunits), reads(nunits);
-    auto add_read = [&](int unit, const std::string& buf) {
-      int bi = prog.buffer_index(buf);
-      if (bi < 0) return;
-      reads[unit].insert(bi);
-      if (owner[bi] >= 0 && owner[bi] != unit) succ[owner[bi]].insert(unit);
-    };
-    for (size_t k = 0; k < nk; ++k) {
-      for (const Member& m : ks[k].members) {
-        for (const Access& a : buffer_reads(prog.buffers[m.buffer]))
-          add_read(static_cast<int>(k), a.buffer);
-      }
-    }
-    for (size_t e = 0; e < prog.externs.size(); ++e) {
-      for (const ir::TensorRef& t : prog.externs[e].tensors)
-        add_read(static_cast<int>(nk + e), t.buffer);
-    }
-    // Is there a path a -> ... -> b of length >= 2?
-    auto indirect_path = [&](int a, int b) {
-      std::vector<int> stack;
-      std::vector<bool> seen(nunits, false);
+    // Units are kernels and extern calls, with every dependency the memory plan will order them
+    // by (unit_graph): buffers, and the order of calls that share none (fallbacks, effects).
+    UnitGraph g = unit_graph(prog, ks);
+    size_t nunits = g.nunits;
+    const std::vector<int>& owner = g.unit_of;
+    const std::vector<std::set<int>>& reads = g.reads;
+    std::vector<std::set<int>>& succ = g.succs;
+    // The shortest path a -> ... -> b through at least one other unit (the units between), or
+    // empty: fused, a and b would run both before and after those units.
+    auto indirect_path = [&](int a, int b) -> std::vector<int> {
+      std::vector<int> parent(nunits, -2);  // -2: not reached; -1: reached from a directly
+      std::queue<int> todo;
       for (int n : succ[a]) {
-        if (n != b) stack.push_back(n);
+        if (n == b) continue;
+        parent[n] = -1;
+        todo.push(n);
       }
-      while (!stack.empty()) {
-        int u = stack.back();
-        stack.pop_back();
-        if (u == b) return true;
-        if (seen[u]) continue;
-        seen[u] = true;
-        for (int n : succ[u]) stack.push_back(n);
+      while (!todo.empty()) {
+        int u = todo.front();
+        todo.pop();
+        for (int n : succ[u]) {
+          if (n == b) {
+            std::vector<int> path;
+            for (int v = u; v != -1; v = parent[v]) path.push_back(v);
+            std::reverse(path.begin(), path.end());
+            return path;
+          }
+          if (n == a || parent[n] != -2) continue;
+          parent[n] = u;
+          todo.push(n);
+        }
       }
-      return false;
+      return {};
     };
 
     // Candidate pairs with their scores (bytes that stop moving through memory).
@@ -513,8 +501,16 @@ void fuse(const ir::Program& prog, Schedule& s) {
     for (const Pair& p : pairs) {
       if (dead[p.a] || dead[p.b] || replaced[p.a] || replaced[p.b]) continue;
       FusionVerdict v{round, members_text(prog, ks[p.a]), members_text(prog, ks[p.b]), false, ""};
-      if (indirect_path(p.a, p.b) || indirect_path(p.b, p.a)) {
-        v.reason = "would create a cycle through another kernel or extern call";
+      std::vector<int> path = indirect_path(p.a, p.b);
+      if (path.empty()) path = indirect_path(p.b, p.a);
+      if (!path.empty()) {
+        v.reason = "would create a cycle through";
+        for (size_t i = 0; i < path.size(); ++i) {
+          int u = path[i];  // (a kernel merged earlier this round goes by its merged members)
+          bool merged = u < static_cast<int>(nk) && replaced[u];
+          v.reason += (i ? " -> " : " ") + (merged ? "{" + members_text(prog, merged_into[u]) + "}"
+                                                   : unit_name(prog, ks, u));
+        }
         s.verdicts.push_back(v);
         continue;
       }

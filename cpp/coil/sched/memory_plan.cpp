@@ -1,9 +1,10 @@
 // Memory plan: launch order, kernel stages, which buffers are stored, when they are allocated and
 // freed, and which freed buffers' memory a new buffer reuses.
 //
-// The launch order follows the data: buffers, the Python numbers extern calls make and read, and
-// the order of ops with side effects among themselves (ExternCall::has_effects); among the
-// orders that do, launch_order.cpp takes the graph's own or one with a lower peak of memory.
+// The launch order follows the dependencies between kernels and extern calls (unit_graph,
+// deps.cpp: buffers, the Python numbers extern calls make and read, mutations, and the graph's
+// order among ops with side effects, fallbacks and random draws); among the orders that do,
+// launch_order.cpp takes the graph's own or one with a lower peak of memory.
 //
 // A buffer stays in registers (is not stored) when it is not a graph output and every reader is in
 // its own kernel at the point it is written: the same stage for inner (per x*r point) values, any
@@ -39,17 +40,6 @@ std::string storage_bytes(const ir::Layout& l) {
   Expr bytes = sym::simplify(extent * graph::dtype_itemsize(l.dtype), sym::RangeEnv{});
   if (auto n = bytes.as_int()) return *n > 0 ? std::to_string(*n) : "";
   return bytes.str();
-}
-
-// Whether an ATen op draws from torch's random number generator (its name says so).
-bool draws_random(const std::string& op) {
-  static const char* kWords[] = {"rand",        "bernoulli",   "dropout", "normal",
-                                 "uniform",     "exponential", "cauchy",  "geometric",
-                                 "multinomial", "poisson",     "random"};
-  for (const char* w : kWords) {
-    if (op.find(w) != std::string::npos) return true;
-  }
-  return false;
 }
 
 void assign_stages(const ir::Program& prog, Kernel& k) {
@@ -121,95 +111,48 @@ bool can_write_in_place(const ir::Program& prog, const Kernel& k, size_t writer,
   return true;
 }
 
+// One cycle among the units a topological order could not place, as text ("{buf7,buf9} ->
+// extern aten.mm.default (mm) -> ... -> {buf7,buf9}"): what plan_memory's error names. Every unit
+// left unplaced waits for another one left unplaced, so walking predecessors finds a cycle.
+std::string cycle_text(const ir::Program& prog, const Schedule& s, const UnitGraph& g,
+                       const std::vector<int>& step_of_unit) {
+  int u = -1;
+  for (size_t v = 0; v < g.nunits && u < 0; ++v) {
+    if (step_of_unit[v] < 0) u = static_cast<int>(v);
+  }
+  if (u < 0) return "";
+  std::vector<int> path;
+  std::vector<int> seen_at(g.nunits, -1);
+  while (seen_at[u] < 0) {
+    seen_at[u] = static_cast<int>(path.size());
+    path.push_back(u);
+    int next = -1;
+    for (int p : g.preds[u]) {
+      if (step_of_unit[p] < 0) {
+        next = p;
+        break;
+      }
+    }
+    if (next < 0) return "";
+    u = next;
+  }
+  // path[seen_at[u]..] is the cycle, each unit after the one that waits for it: print it forwards.
+  std::string text = unit_name(prog, s.kernels, u);
+  for (size_t i = path.size(); i-- > static_cast<size_t>(seen_at[u]);)
+    text += " -> " + unit_name(prog, s.kernels, path[i]);
+  return text;
+}
+
 }  // namespace
 
 void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
-  // Launch order: a topological order of kernels and extern calls, earliest buffer first.
+  // Launch order: a topological order of kernels and extern calls (deps.cpp says what orders
+  // them; fusion followed the same dependencies, so there is one).
   size_t nk = s.kernels.size();
-  std::vector<int> unit_of(prog.buffers.size(), -1);
-  std::vector<int> first_buffer(nk + prog.externs.size(), INT32_MAX);
-  for (size_t k = 0; k < nk; ++k) {
-    for (const Member& m : s.kernels[k].members) {
-      unit_of[m.buffer] = static_cast<int>(k);
-      first_buffer[k] = std::min(first_buffer[k], m.buffer);
-    }
-  }
-  for (size_t i = 0; i < prog.buffers.size(); ++i) {
-    const ir::Buffer& b = prog.buffers[i];
-    if (b.kind != ir::Buffer::Kind::Extern) continue;
-    int u = static_cast<int>(nk) + b.extern_id;
-    unit_of[i] = u;
-    first_buffer[u] = std::min(first_buffer[u], static_cast<int>(i));
-  }
-  size_t nunits = nk + prog.externs.size();
-  // Calls that make no buffer (a Python number, an assertion, an effect such as a print) run as
-  // soon as they can: an assertion then fails before the work that relies on it.
-  for (size_t u = nk; u < nunits; ++u) {
-    if (first_buffer[u] == INT32_MAX) first_buffer[u] = -1;
-  }
-  std::vector<std::set<int>> preds(nunits), succs(nunits), reads(nunits);
-  auto add_read = [&](int unit, const std::string& name) {
-    int bi = prog.buffer_index(name);
-    if (bi < 0) return;
-    reads[unit].insert(bi);
-    int p = unit_of[bi];
-    if (p >= 0 && p != unit) {
-      preds[unit].insert(p);
-      succs[p].insert(unit);
-    }
-  };
-  for (size_t k = 0; k < nk; ++k) {
-    for (const Member& m : s.kernels[k].members) {
-      for (const Access& a : buffer_reads(prog.buffers[m.buffer]))
-        add_read(static_cast<int>(k), a.buffer);
-    }
-  }
-  for (size_t e = 0; e < prog.externs.size(); ++e) {
-    for (const ir::TensorRef& t : prog.externs[e].tensors)
-      add_read(static_cast<int>(nk + e), t.buffer);
-  }
-  // A call that writes into a buffer runs after every other unit that reads the buffer's old
-  // contents (units that read the call's own results come after it anyway).
-  for (size_t e = 0; e < prog.externs.size(); ++e) {
-    int writer = static_cast<int>(nk + e);
-    for (const std::string& name : prog.externs[e].mutates) {
-      int bi = prog.buffer_index(name);
-      for (int u = 0; bi >= 0 && u < static_cast<int>(nunits); ++u) {
-        if (u == writer || !reads[u].count(bi) || succs[writer].count(u)) continue;
-        preds[writer].insert(u);
-        succs[u].insert(writer);
-      }
-    }
-  }
-  // Extern calls also wait for the calls that compute the Python numbers they read, and an op
-  // with side effects for the previous one (externs are in graph order). So do ATen fallbacks
-  // and calls that draw random numbers, among themselves: a random op draws from torch's
-  // generator (fallback_random: eager's stream, in eager's order; coil's own random nodes draw
-  // their seeds), and a fallback may read state coil cannot see; launch_order.cpp may otherwise
-  // move any call whose operands are ready.
-  std::map<std::string, int> number_maker;
-  int last_effect = -1;
-  auto add_order = [&](int before, int after) {
-    preds[after].insert(before);
-    succs[before].insert(after);
-  };
-  for (size_t e = 0; e < prog.externs.size(); ++e) {
-    const ir::ExternCall& call = prog.externs[e];
-    int unit = static_cast<int>(nk + e);
-    for (const std::string& v : call.host_scalars) {
-      auto it = number_maker.find(v);
-      if (it == number_maker.end())
-        throw std::logic_error("plan_memory: " + call.op + " reads number " + v +
-                               " made by no call");
-      add_order(it->second, unit);
-    }
-    if (call.has_effects || call.is_fallback || draws_random(call.op)) {
-      if (last_effect >= 0) add_order(last_effect, unit);
-      last_effect = unit;
-    }
-    if (!call.scalar_output.empty()) number_maker[call.scalar_output] = unit;
-  }
-  UnitGraph graph{nunits, preds, succs, reads, unit_of, first_buffer};
+  UnitGraph graph = unit_graph(prog, s.kernels);
+  size_t nunits = graph.nunits;
+  const std::vector<int>& unit_of = graph.unit_of;
+  const std::vector<std::set<int>>& reads = graph.reads;
   s.steps.clear();
   std::vector<int> step_of_unit(nunits, -1);
   for (int u : launch_order(prog, graph, inputs_freed, &s.order_note)) {
@@ -218,8 +161,10 @@ void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
                           ? Step{Step::Kind::Kernel, u}
                           : Step{Step::Kind::Extern, u - static_cast<int>(nk)});
   }
-  if (s.steps.size() != nunits)
-    throw std::logic_error("plan_memory: kernels and extern calls form a cycle");
+  if (s.steps.size() != nunits) {
+    throw std::logic_error("plan_memory: kernels and extern calls form a cycle: " +
+                           cycle_text(prog, s, graph, step_of_unit));
+  }
 
   for (size_t k = 0; k < nk; ++k) {
     s.kernels[k].id = static_cast<int>(k);

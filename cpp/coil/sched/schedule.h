@@ -10,10 +10,10 @@
 // kernel's; members run in topological order, grouped into stages: an inner stage is one loop
 // over the r variables, an outer stage runs once per x point.
 //
-// Passes (one file each): deps.cpp (reads/writes), fusion.cpp (greedy fusion with verdicts),
-// loop_order.cpp (loop order of pointwise kernels), split_reduction.cpp (GPU: few-row
-// reductions in two passes), memory_plan.cpp (stages, stored vs local
-// buffers, frees, reuse). Entry point: schedule_program (scheduler.cpp).
+// Passes (one file each): deps.cpp (reads/writes, the dependencies between units), fusion.cpp
+// (greedy fusion with verdicts), loop_order.cpp (loop order of pointwise kernels),
+// split_reduction.cpp (GPU: few-row reductions in two passes), memory_plan.cpp (stages, stored vs
+// local buffers, frees, reuse). Entry point: schedule_program (scheduler.cpp).
 //
 // Tests: tests/cpp/sched/.
 #pragma once
@@ -128,6 +128,25 @@ bool is_scatter_kernel(const ir::Program& prog, const Kernel& k);
 std::optional<std::pair<int64_t, int64_t>> index_steps(const Expr& index,
                                                        const std::vector<Expr>& vars, size_t ix,
                                                        size_t ir);
+
+// The dependencies between units (kernels 0..K-1, then extern calls K..): a unit runs after the
+// units whose buffers it reads; a call that mutates a buffer after the buffer's other readers;
+// calls after those that make the Python numbers they read; calls with side effects, ATen
+// fallbacks and random draws in the graph's order among themselves. Fusion refuses a merge that
+// a path through other units of this graph joins (it would be a cycle), and plan_memory orders
+// it, so the two agree on what depends on what (deps.cpp).
+struct UnitGraph {
+  size_t nunits = 0;
+  std::vector<std::set<int>> preds, succs;
+  std::vector<std::set<int>> reads;  // buffers (Program::buffers indices) each unit reads
+  std::vector<int> unit_of;          // per buffer: the unit that makes it (-1: a graph input)
+  std::vector<int> first_buffer;     // per unit: its first buffer in program order (-1: none)
+};
+UnitGraph unit_graph(const ir::Program& prog, const std::vector<Kernel>& kernels);
+// A unit as fusion.txt and errors name it: "{buf3,buf4}" (a kernel's members) or
+// "extern aten.mm.default (mm_2)" (the op and its graph node).
+std::string unit_name(const ir::Program& prog, const std::vector<Kernel>& kernels, int unit);
+
 void remove_dead_buffers(ir::Program& prog, Schedule& s);
 void fuse(const ir::Program& prog, Schedule& s);
 void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies
@@ -135,16 +154,6 @@ void order_loops(const ir::Program& prog, Kernel& k);
 // inputs_freed: the caller releases graph inputs as the wrapper drops them (ScheduleOptions).
 void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed = false);
 
-// The dependencies between units (kernels 0..K-1, then extern calls K..), as plan_memory builds
-// them: a unit runs after the units whose buffers it reads (and calls with side effects or
-// numbers in their order).
-struct UnitGraph {
-  size_t nunits = 0;
-  std::vector<std::set<int>> preds, succs;
-  std::vector<std::set<int>> reads;  // buffers (Program::buffers indices) each unit reads
-  std::vector<int> unit_of;          // per buffer: the unit that makes it (-1: a graph input)
-  std::vector<int> first_buffer;     // per unit: its first buffer in program order
-};
 // Topological orders of the units (launch_order.cpp): the program's own (earliest first buffer
 // first), and the one plan_memory takes, the program's or least peak first, whichever is
 // estimated to hold less memory at its peak; `note` says which and why.

@@ -231,6 +231,68 @@ TEST(Fusion, AnExternBetweenTwoKernelsPreventsACycle) {
   EXPECT_EQ(r.s.steps[1].kind, Step::Kind::Extern);
 }
 
+// CrossViT's class-token exchange, reduced (timm crossvit_9_240 ran eagerly: "plan_memory:
+// kernels and extern calls form a cycle"): two kernels over the same rows of one input, the first
+// read by an attention call of one branch, the second reading an attention call of the other
+// branch. No buffer joins the two calls, but fallbacks run in graph order among themselves, so
+// the first call comes before the second: fused, the siblings' kernel would run both before the
+// first call and after the second.
+// Graph: x, y f32[8, 8]; relu(x) -> f1 = fallback(relu); f2 = fallback(y); add(x, f2).
+TEST(Fusion, SiblingsJoinedThroughTheOrderOfTwoFallbacksDoNotFuse) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 8}));
+  Arg y = b.input("arg1_1", contiguous({8, 8}));
+  Arg relu = b.call("relu", "aten.relu.default", {x}, contiguous({8, 8}));
+  Arg f1 = b.call("first", "test.unlowered_op.default", {relu}, contiguous({8, 8}));
+  Arg f2 = b.call("second", "test.unlowered_op.default", {y}, contiguous({8, 8}));
+  Arg add = b.call("add", "aten.add.Tensor", {x, f2}, contiguous({8, 8}));
+  Scheduled r = schedule(b.finish({f1, add}));
+  ASSERT_EQ(r.prog.externs.size(), 2u);
+  ASSERT_TRUE(r.prog.externs[0].is_fallback && r.prog.externs[1].is_fallback);
+  // The two calls share no buffer; the dependencies still order them.
+  UnitGraph g = unit_graph(r.prog, r.s.kernels);
+  size_t nk = r.s.kernels.size();
+  EXPECT_EQ(g.succs.at(nk), (std::set<int>{static_cast<int>(nk + 1)}));
+
+  EXPECT_EQ(r.s.kernels.size(), 2u) << r.s.fusion_text(r.prog);
+  EXPECT_EQ(r.s.fusion_text(r.prog),
+            "# Every pair of kernels the fusion pass considered, in order, with its verdict.\n"
+            "round 1: {buf0} + {buf3}: not fused: would create a cycle through extern "
+            "test.unlowered_op.default (first) -> extern test.unlowered_op.default (second)\n");
+  // Every unit has its step: relu, the two calls in graph order, then add.
+  ASSERT_EQ(r.s.steps.size(), 4u) << r.s.schedule_text(r.prog);
+  EXPECT_EQ(r.s.steps[0].kind, Step::Kind::Kernel);
+  EXPECT_EQ(r.s.steps[1].kind, Step::Kind::Extern);
+  EXPECT_EQ(r.s.steps[1].index, 0);
+  EXPECT_EQ(r.s.steps[2].kind, Step::Kind::Extern);
+  EXPECT_EQ(r.s.steps[2].index, 1);
+  EXPECT_EQ(r.s.steps[3].kind, Step::Kind::Kernel);
+}
+
+// The same through a mutation: mul reads x before copy_ overwrites it, add reads copy_'s result.
+// Fused, the kernel would read x after copy_ overwrote it: the call would run before the kernel
+// that reads its result, and no edge would be left to say the kernel also reads the old x.
+// Graph: x, y, w f32[8]; mul(x, w); c = copy_(x, y); add(c, w).
+TEST(Fusion, SiblingsJoinedThroughAMutationDoNotFuse) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8}));
+  Arg y = b.input("arg1_1", contiguous({8}));
+  Arg w = b.input("arg2_1", contiguous({8}));
+  Arg mul = b.call("mul", "aten.mul.Tensor", {x, w}, contiguous({8}));
+  Arg c = b.call("copy_", "aten.copy_.default", {x, y}, contiguous({8}));
+  Arg add = b.call("add", "aten.add.Tensor", {c, w}, contiguous({8}));
+  Scheduled r = schedule(b.finish({mul, add}));
+  ASSERT_EQ(r.prog.externs.size(), 1u);
+  ASSERT_EQ(r.prog.externs[0].mutates, std::vector<std::string>{"arg0_1"});
+  EXPECT_EQ(r.s.kernels.size(), 2u) << r.s.fusion_text(r.prog);
+  EXPECT_EQ(r.s.fusion_text(r.prog),
+            "# Every pair of kernels the fusion pass considered, in order, with its verdict.\n"
+            "round 1: {buf1} + {buf2}: not fused: would create a cycle through extern "
+            "aten.copy_.default (copy_)\n");
+  ASSERT_EQ(r.s.steps.size(), 3u) << r.s.schedule_text(r.prog);
+  EXPECT_EQ(r.s.steps[1].kind, Step::Kind::Extern);
+}
+
 // Two results of one small input, each read by a matrix product far apart: fused, the second
 // would be computed before the first product and held across it, to save re-reading 256 bytes.
 TEST(Fusion, SiblingsApartInTheOrderDoNotFuseWhenTheyWouldHoldMoreThanTheyShare) {

@@ -2,6 +2,8 @@
 // and which freed buffers later allocations reuse (from the pool, or in place).
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "../test_graphs.h"
 #include "coil/lower/lowering.h"
 #include "coil/sched/schedule.h"
@@ -481,6 +483,34 @@ TEST(MemoryPlan, ACopyIntoAnIntermediateStaysAFallback) {
   Scheduled r = schedule(b.finish({c}));
   ASSERT_EQ(r.prog.externs.size(), 1u);
   EXPECT_TRUE(r.prog.externs[0].is_fallback);
+}
+
+// Kernels that fusion would never form (it refuses merges that a path joins): the error names the
+// cycle, unit by unit, so that a graph that fails here can be read from the message alone.
+// Graph: x, y f32[8, 8]; relu(x) -> fallback "first"; fallback "second"(y); add(x, second): the
+// two kernels merged by hand run before "first" and after "second", which follows "first".
+TEST(MemoryPlan, ACycleIsNamedUnitByUnit) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({8, 8}));
+  Arg y = b.input("arg1_1", contiguous({8, 8}));
+  Arg relu = b.call("relu", "aten.relu.default", {x}, contiguous({8, 8}));
+  Arg f1 = b.call("first", "test.unlowered_op.default", {relu}, contiguous({8, 8}));
+  Arg f2 = b.call("second", "test.unlowered_op.default", {y}, contiguous({8, 8}));
+  Arg add = b.call("add", "aten.add.Tensor", {x, f2}, contiguous({8, 8}));
+  Scheduled r = schedule(b.finish({f1, add}));
+  ASSERT_EQ(r.s.kernels.size(), 2u);
+  Schedule merged;
+  merged.kernels = {r.s.kernels[0]};
+  merged.kernels[0].members.push_back(r.s.kernels[1].members.at(0));
+  try {
+    plan_memory(r.prog, merged);
+    FAIL() << "plan_memory ordered a cycle";
+  } catch (const std::logic_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "plan_memory: kernels and extern calls form a cycle: {buf0,buf3} -> extern "
+              "test.unlowered_op.default (first) -> extern test.unlowered_op.default (second) -> "
+              "{buf0,buf3}");
+  }
 }
 }  // namespace
 }  // namespace coil::sched
