@@ -300,9 +300,11 @@ class _GuardedCall:
     goes, so it does not keep them: its kernels were all compiled before it was returned
     (triton_launcher.precompile), and a failure there is raised as it is."""
 
-    _boxed_call = True
-
     def __init__(self, call, gm, record: CompiledGraph, folder: str | None, keep_inputs: bool):
+        # An attribute of the instance, not the class: AOTAutograd wraps a backward in
+        # torch._dynamo.disable, whose functools.wraps copies the instance's __dict__ only, and
+        # calls what it wrapped with its inputs unpacked unless it sees _boxed_call.
+        self._boxed_call = True
         self.call = call
         self.gm = gm
         self.record = record
