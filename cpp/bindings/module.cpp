@@ -25,7 +25,8 @@ NB_MODULE(_C, m) {
       [](const std::string& graph_json, const std::string& debug_dir, const std::string& title,
          const std::string& cpu_backend, const std::string& channels_last,
          const std::string& gemm_padding, bool inference, bool fallback_random,
-         const std::string& cpp_vectorize, bool attention_rewrite, bool inputs_freed) {
+         const std::string& cpp_vectorize, bool attention_rewrite, bool inputs_freed,
+         bool triton_gpu_source) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -38,6 +39,7 @@ NB_MODULE(_C, m) {
         opts.cpp_vectorize = cpp_vectorize;
         opts.attention_rewrite = attention_rewrite;
         opts.inputs_freed = inputs_freed;
+        opts.triton_gpu_source = triton_gpu_source;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -47,6 +49,7 @@ NB_MODULE(_C, m) {
         out["output_code"] = r.output_code;
         out["backend"] = r.backend;
         out["kernel_source"] = r.kernel_source;
+        out["triton_gpu_source"] = r.triton_gpu_source;
         out["kernel_names"] = r.kernel_names;
         out["fallback_ops"] = r.fallback_ops;
         out["extern_ops"] = r.extern_ops;
@@ -59,6 +62,7 @@ NB_MODULE(_C, m) {
       nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
       nb::arg("fallback_random") = false, nb::arg("cpp_vectorize") = "auto",
       nb::arg("attention_rewrite") = true, nb::arg("inputs_freed") = false,
+      nb::arg("triton_gpu_source") = false,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",

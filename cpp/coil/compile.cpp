@@ -141,6 +141,16 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       r.artifacts[k.name + ext] = k.code;
     }
     r.kernel_source = kernels.empty() ? "" : source;
+    if (triton && opts.triton_gpu_source && !kernels.empty()) {
+      r.triton_gpu_source = codegen::triton::kPrelude;
+      for (size_t i = 0; i < schedule.kernels.size(); ++i) {
+        r.triton_gpu_source +=
+            "\n\n" + codegen::render_triton_kernel(prog, schedule, schedule.kernels[i],
+                                                   kernels[i].name, true)
+                         .code;
+      }
+      r.artifacts["kernels_gpu_form.py"] = r.triton_gpu_source;
+    }
     r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source,
                                                    opts.title, r.backend);
     r.artifacts["output_code.py"] = r.output_code;

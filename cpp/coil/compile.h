@@ -34,12 +34,19 @@ struct CompileOptions {
   // Written-out attention replaced by one scaled_dot_product_attention call
   // (lower/attention_pattern.h).
   bool attention_rewrite = true;
+  // Also render every Triton kernel as a GPU gets it, into CompileResult::triton_gpu_source (the
+  // GPU-target compile check, python/coil/triton_check.py; kernels of CPU tensors are otherwise
+  // rendered for Triton's interpreter).
+  bool triton_gpu_source = false;
 };
 
 struct CompileResult {
   std::string output_code;    // output_code.py
   std::string backend;        // "cpp" or "triton": which renderer made the kernels
   std::string kernel_source;  // every kernel: a C++ file, or Triton functions (Python)
+  // With CompileOptions::triton_gpu_source, for a Triton graph: the prelude and every kernel (each
+  // under its own name, identical ones included) as a GPU gets them.
+  std::string triton_gpu_source;
   std::vector<std::string> kernel_names;
   std::vector<std::string> fallback_ops;
   std::vector<std::string> extern_ops;

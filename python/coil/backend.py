@@ -21,7 +21,17 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from coil import _C, attention_training, config, cudagraphs, fx_import, graph_cache, partition, runtime
+from coil import (
+    _C,
+    attention_training,
+    config,
+    cudagraphs,
+    fx_import,
+    graph_cache,
+    partition,
+    runtime,
+    triton_check,
+)
 
 
 class CoilWarning(UserWarning):
@@ -265,6 +275,7 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
             # A backward graph's inputs (saved activations, gradients) free as the wrapper drops
             # them: the launch order counts that memory (sched/launch_order.cpp).
             inputs_freed=kind == "backward",
+            triton_gpu_source=bool(opts.triton_check_target),
         )
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])
@@ -279,6 +290,11 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
             return _eager(gm, record, why, record.debug_dir)
         path = os.path.join(record.debug_dir, "output_code.py") if record.debug_dir else None
         module = runtime.load_module(result["output_code"], f"coil_graph_{record.graph_id}", path)
+        if opts.triton_check_target and record.backend == "triton":
+            # Every kernel compiled for that GPU (triton_check.py): one that does not compile
+            # fails the graph's compile here, whatever the interpreter made of it.
+            triton_check.check_module(module, opts.triton_check_target,
+                                      result["triton_gpu_source"] or None)
     except Exception as e:  # noqa: BLE001 - any failure must leave the user's program running
         folder = record.debug_dir or _failure_dir(graph_json, record)
         return _eager(gm, record, f"{type(e).__name__}: {e}", folder)
@@ -301,8 +317,9 @@ class _GuardedCall:
     (triton_launcher.precompile), and a failure there is raised as it is."""
 
     def __init__(self, call, gm, record: CompiledGraph, folder: str | None, keep_inputs: bool):
-        # (An instance attribute: wrappers such as torch._dynamo.disable copy the instance's
-        # __dict__, and AOTAutograd calls the backward boxed only where they kept it.)
+        # An attribute of the instance, not the class: AOTAutograd wraps a backward in
+        # torch._dynamo.disable, whose functools.wraps copies the instance's __dict__ only, and
+        # calls what it wrapped with its inputs unpacked unless it sees _boxed_call.
         self._boxed_call = True
         self.call = call
         self.gm = gm

@@ -27,6 +27,11 @@ COIL_ALLOW_FALLBACK=0   a graph that needs an ATen fallback op (an op coil does 
                         Used to measure what coil lowers itself (python -m coil.coverage).
 COIL_FALLBACK_RANDOM=1  random ops run as ATen ops, drawing eager's random numbers (default: follow
                         torch._inductor.config.fallback_random when a function compiles)
+COIL_TRITON_CHECK=sm_90 every module coil loads with Triton kernels also compiles them for that
+                        CUDA architecture, without a GPU (python/coil/triton_check.py): a kernel
+                        that does not compile fails the graph's compile. For testing, with
+                        COIL_CPU_BACKEND=triton TRITON_INTERPRET=1, whose interpreter compiles
+                        nothing.
 COIL_PARTITIONER=name   how training graphs split into forward and backward: "min_cut" (default;
                         recomputes cheap ops in the backward instead of saving them) or "default"
                         (AOTAutograd's default partitioner: saves what the backward reads)
@@ -38,6 +43,7 @@ import contextlib
 import dataclasses
 import getpass
 import os
+import re
 import tempfile
 import time
 
@@ -92,6 +98,9 @@ class Options:
     # The warm-start graph cache (python/coil/graph_cache.py): an inference graph compiled by an
     # earlier process skips AOTAutograd's trace and coil's FX import (entries in cache_dir/graphs).
     graph_cache: bool = True
+    # A CUDA architecture ("sm_90") every Triton kernel is also compiled for when its module loads
+    # (python/coil/triton_check.py); None: no such check.
+    triton_check_target: str | None = None
 
 
 def _from_env() -> Options:
@@ -125,6 +134,8 @@ def _from_env() -> Options:
     if os.environ.get("COIL_CPP_VECTORIZE"):
         v = os.environ["COIL_CPP_VECTORIZE"]
         opts.cpp_vectorize = {"1": "on", "0": "off"}.get(v, v)
+    if os.environ.get("COIL_TRITON_CHECK", "0") not in ("", "0"):
+        opts.triton_check_target = os.environ["COIL_TRITON_CHECK"]
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     _check_choices(dataclasses.asdict(opts), "environment")
@@ -162,6 +173,12 @@ def _check_choices(values: dict, where: str) -> None:
             raise ValueError(
                 f"coil option {name}={values[name]!r} ({where}): expected one of {allowed}"
             )
+    target = values.get("triton_check_target")
+    if target is not None and not re.fullmatch(r"sm_\d+", str(target)):
+        raise ValueError(
+            f"coil option triton_check_target={target!r} ({where}): expected a CUDA "
+            f"architecture such as 'sm_90', or None"
+        )
 
 
 def _checked(changes: dict, where: str) -> dict:

@@ -11,6 +11,8 @@ floor_divide) only take "exact" operands: values that eager and coil must comput
     python -m coil.fuzz --seed 1234 --count 1   # replay one program
     python -m coil.fuzz --dynamic --seconds 60  # symbolic sizes, each program at two sizes
     python -m coil.fuzz --train --seconds 60    # and a training step: gradients against eager's
+    TRITON_INTERPRET=1 python -m coil.fuzz --triton-check --seconds 60
+                                                # Triton kernels, each also compiled for sm_90
 
 Library ops and memory formats are drawn because layouts meet there: an extern op's result
 layout follows its inputs' (a convolution of a channels-last tensor is channels-last), so a
@@ -468,7 +470,8 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
 
 def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
                vectorize: str | None = None, train: bool = False,
-               invariants: bool = False, pieces: bool = False) -> Result:
+               invariants: bool = False, pieces: bool = False,
+               triton_check: bool = False) -> Result:
     """Compiles and runs one program; compares with eager. With `dynamic`, the program is
     compiled with symbolic sizes (dynamic=True) and also run at a second size where eager can
     run it (a program whose reshapes or slices fit one size only is checked at that size).
@@ -476,7 +479,9 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
     loop in vector form where it has one, so the fuzzer's small programs exercise them).
     train: also a training step, whose input gradients are compared with eager's.
     invariants: the program with the masks of with_invariants (programs without an amax or amin
-    pass at once). pieces: the program with with_pieces' steps."""
+    pass at once). pieces: the program with with_pieces' steps. triton_check: Triton kernels
+    (cpu_backend="triton", run by Triton's interpreter: TRITON_INTERPRET=1), each also compiled
+    for sm_90 (python/coil/triton_check.py; one that does not compile fails the program)."""
     import coil
 
     program, inputs = generate(seed)
@@ -504,6 +509,8 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
         patch = {"debug_dir": folder}
         if vectorize:
             patch["cpp_vectorize"] = vectorize
+        if triton_check:
+            patch.update(cpu_backend="triton", triton_check_target="sm_90")
         with coil.config.patch(**patch), warnings.catch_warnings():
             warnings.simplefilter("error", coil.CoilWarning)
             compiled = torch.compile(fn, backend="coil", dynamic=dynamic)
@@ -576,7 +583,15 @@ def main(argv=None) -> int:
         help="also return pads, slice_scatters, three-way cats and rotate-halves of the "
              "program's values (kernels whose loops split where their pieces meet)",
     )
+    parser.add_argument(
+        "--triton-check", action="store_true",
+        help="Triton kernels run by Triton's interpreter (set TRITON_INTERPRET=1), each also "
+             "compiled for sm_90: a kernel the GPU compiler rejects fails its program",
+    )
     args = parser.parse_args(argv)
+    if args.triton_check and os.environ.get("TRITON_INTERPRET") != "1":
+        parser.error("--triton-check runs Triton kernels under Triton's interpreter: "
+                     "set TRITON_INTERPRET=1")
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
     start = time.time()
@@ -587,7 +602,8 @@ def main(argv=None) -> int:
         if args.count is None and time.time() - start > args.seconds:
             break
         r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
-                       train=args.train, invariants=args.invariants, pieces=args.pieces)
+                       train=args.train, invariants=args.invariants, pieces=args.pieces,
+                       triton_check=args.triton_check)
         ran += 1
         if not r.ok:
             failed += 1

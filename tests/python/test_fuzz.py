@@ -188,3 +188,32 @@ def test_ill_conditioned_outputs_are_judged_by_their_rounding_spread(tmp_path):
         k = 0  # v9: a well-conditioned output (its spread is 1.8e-6)
         wrong[k].view(-1)[0] += damage
         assert not _as_close_as_eager(program, inputs, wrong, expected, 1e-4), damage
+
+
+TRITON_CHECK_FIRST_SEED = 424242
+TRITON_CHECK_COUNT = 12
+
+
+def test_triton_kernels_compile_for_the_gpu(tmp_path):
+    # python -m coil.fuzz --triton-check: the programs' Triton kernels run by Triton's interpreter
+    # (which compiles nothing) and each also compiled for sm_90 (python/coil/triton_check.py), so
+    # a kernel the GPU compiler rejects fails its program (torchvision's swin_t reached an H200
+    # with one). In a child process: TRITON_INTERPRET=1 must be set before triton is imported.
+    import os
+    import subprocess
+    import sys
+
+    requires_coil()
+    pytest.importorskip("triton")
+    from coil import triton_check
+
+    why = triton_check.available("sm_90")
+    if why is not None:
+        pytest.skip(f"Triton cannot compile for sm_90 here: {why}")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    cmd = [sys.executable, "-m", "coil.fuzz", "--triton-check", "--seed",
+           str(TRITON_CHECK_FIRST_SEED), "--count", str(TRITON_CHECK_COUNT), "--out",
+           str(tmp_path)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+    assert f"fuzz: {TRITON_CHECK_COUNT} programs, 0 failed" in r.stdout, r.stdout

@@ -2,11 +2,16 @@
 Triton's interpreter with coil.config cpu_backend="triton". Sizes stay small: the interpreter runs
 each program instance in NumPy. The same cases run on CUDA in tests/gpu/test_triton_gpu.py.
 
+The interpreter never compiles a kernel, so every test here also compiles each kernel for an
+H200 (triton_check_target="sm_90", python/coil/triton_check.py) where Triton can do so on this
+machine: a kernel the GPU compiler rejects fails the test that made it.
+
 TRITON_INTERPRET=1 must be set before triton is imported (Triton's own library functions, such as
 tl.sum, are made interpretable at import), so in an ordinary run these tests execute in one child
 process started by test_in_interpreter_process; run with TRITON_INTERPRET=1 set, they run directly.
 """
 
+import functools
 import os
 import re
 import subprocess
@@ -35,6 +40,18 @@ def test_in_interpreter_process():
     assert r.returncode == 0, f"{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
 
 
+@functools.cache
+def check_target() -> str | None:
+    """"sm_90" where Triton compiles kernels for it here (its CUDA backend and ptxas: no GPU
+    needed), else None: the tests then run without the GPU-target compile check."""
+    from coil import triton_check
+
+    why = triton_check.available("sm_90")
+    if why is not None:
+        print(f"test_triton_interpret: no sm_90 compile check ({why})", file=sys.stderr)
+    return None if why else "sm_90"
+
+
 @pytest.fixture(autouse=True)
 def _triton_interpreter(request):
     if request.node.name == "test_in_interpreter_process":
@@ -43,8 +60,12 @@ def _triton_interpreter(request):
     if not INTERPRETING:
         pytest.skip("runs in the child process of test_in_interpreter_process (TRITON_INTERPRET=1)")
     coil = requires_coil()
-    with coil.config.patch(cpu_backend="triton"):
+    with coil.config.patch(cpu_backend="triton", triton_check_target=check_target()):
         yield
+    # A graph whose kernels did not compile for the GPU fails its test, whether or not the test
+    # looks at fallbacks (tests that expect one forget their graphs with coil.reset()).
+    failed = [r.eager_reason for r in coil.compiled_graphs() if "TritonCheckError" in r.eager_reason]
+    assert not failed, failed[0]
 
 
 def check_triton(fn, *inputs, atol=None, rtol=None, kinds=None):
@@ -480,7 +501,8 @@ def test_kernel_failing_at_first_launch_falls_back(monkeypatch):
         return (x.sin() * 2).softmax(-1)
 
     x = make_tensor((8, 16))
-    compiled = torch.compile(fn, backend="coil")
+    # (Without the GPU-target check, which would find the kernel at the graph's compile.)
+    compiled = torch.compile(fn, backend="coil", options={"triton_check_target": None})
     with pytest.warns(coil.CoilWarning, match=r"kernel triton_\w+ failed"):
         out = compiled(x)
     again = compiled(x)
@@ -498,3 +520,255 @@ def test_cross_branches():
     m, a, b = _cross_branches()
     with torch.no_grad():
         check_triton(m.eval(), a, b, atol=1e-4, rtol=1e-4)
+
+
+# ---- the GPU-target compile check (python/coil/triton_check.py) ----
+
+
+_UNCOMPILABLE = """import torch
+import triton
+import triton.language as tl
+from coil import triton_launcher
+
+
+@triton.jit
+def triton_poi_masked_wider_than_pointer_0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    one = tl.zeros([1], tl.int32)
+    first = tl.load(in_ptr0 + one)
+    # A store whose mask spans more of the block than its pointer (coil_index's report did, in
+    # a tiled kernel).
+    tl.store(out_ptr0 + one, first, mask=xindex < xnumel)
+
+
+kernel = triton_launcher.Launcher(triton_poi_masked_wider_than_pointer_0, "pointwise",
+                                  [{"XBLOCK": 64, "num_warps": 2}], written=[1],
+                                  dtypes=[torch.float32, torch.float32], sizes={"xnumel": 100})
+"""
+
+
+def test_gpu_check_names_the_kernel_and_config():
+    if check_target() is None:
+        pytest.skip("Triton cannot compile for sm_90 here")
+    coil = requires_coil()
+    from coil import triton_check
+
+    module = coil.runtime.load_module(_UNCOMPILABLE, "coil_check_test")
+    with pytest.raises(triton_check.TritonCheckError) as e:
+        triton_check.check_module(module, "sm_90")
+    message = str(e.value)
+    assert "kernel triton_poi_masked_wider_than_pointer_0 (config {'XBLOCK': 64, 'num_warps': 2})" \
+        " does not compile for sm_90" in message, message
+    assert "tl.store(out_ptr0" in message, message
+
+
+def test_gpu_check_fails_the_graph_compile(monkeypatch):
+    # A kernel whose GPU form does not compile (the interpreter's form, which runs, is intact):
+    # the graph does not compile; it runs eagerly, with the reason in its record.
+    if check_target() is None:
+        pytest.skip("Triton cannot compile for sm_90 here")
+    coil = requires_coil()
+    real = coil.backend._C.compile_graph
+
+    def broken(*args, **kwargs):
+        result = dict(real(*args, **kwargs))
+        result["triton_gpu_source"] = result["triton_gpu_source"].replace(
+            "    xoffset = tl.program_id(0)", "    bad = in_ptr0 + 0.5\n    xoffset = tl.program_id(0)")
+        return result
+
+    monkeypatch.setattr(coil.backend._C, "compile_graph", broken)
+    x = make_tensor((8, 16))
+    with pytest.warns(coil.CoilWarning, match="TritonCheckError"):
+        out = torch.compile(lambda x: (x.sin() * 2).softmax(-1), backend="coil")(x)
+    torch.testing.assert_close(out, (x.sin() * 2).softmax(-1))
+    (record,) = coil.compiled_graphs()
+    assert record.eager_fallback, record
+    assert re.search(r"kernel triton_\w+ \(config \{.*\}\) does not compile for sm_90: "
+                     r"CompilationError", record.eager_reason), record.eager_reason
+    coil.reset()
+
+
+def test_gpu_form_is_what_the_check_compiles(tmp_path):
+    # bf16 results are rounded by coil_f32_to_bf16 under the interpreter, by the GPU's own
+    # conversion on a GPU: the check compiles the GPU's form (kernels_gpu_form.py beside
+    # kernels.py in the debug folder).
+    coil = requires_coil()
+    if check_target() is None:
+        pytest.skip("Triton cannot compile for sm_90 here")
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        check_triton(lambda x: (x.float().exp() * 2).to(BF16), make_tensor((4, 8), BF16))
+    folder = coil.compiled_graphs()[-1].debug_dir
+    interpreted = open(os.path.join(folder, "kernels.py")).read()
+    gpu = open(os.path.join(folder, "kernels_gpu_form.py")).read()
+    assert "= coil_f32_to_bf16(tmp" in interpreted, interpreted
+    assert "= coil_f32_to_bf16(tmp" not in gpu and ".to(tl.bfloat16)" in gpu, gpu
+
+
+# ---- a Swin-style block: shifted windows, rolls, relative position bias (torchvision's swin_t
+# on an H200 hit a kernel the interpreter ran and Triton's compiler refused) ----
+
+
+class WindowBlock(torch.nn.Module):
+    """Layer norm, attention within windows of `window` x `window` tokens shifted by `shift`
+    (torch.roll: an index_select of fmod(arange + shift, n)), a bias from a table of relative
+    positions gathered by an index buffer, the shifted windows' mask, residuals, an MLP."""
+
+    def __init__(self, dim: int, heads: int, window: int, shift: int):
+        super().__init__()
+        self.heads, self.window, self.shift = heads, window, shift
+        self.norm1 = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.norm2 = torch.nn.LayerNorm(dim)
+        self.fc1 = torch.nn.Linear(dim, 4 * dim)
+        self.fc2 = torch.nn.Linear(4 * dim, dim)
+        span = 2 * window - 1
+        self.table = torch.nn.Parameter(torch.randn(span * span, heads) * 0.02)
+        pos = torch.arange(window)
+        row, col = pos.repeat_interleave(window), pos.repeat(window)
+        rel = (row[:, None] - row[None, :] + window - 1) * span + (col[:, None] - col[None, :]
+                                                                    + window - 1)
+        self.register_buffer("index", rel.flatten().clone())  # (not a view of rel)
+
+    def window_mask(self, x, hp: int, wp: int):
+        # Each token's region of the shifted image (9 of them); tokens of one window attend to
+        # each other only within a region.
+        w, s = self.window, self.shift
+        label = x.new_zeros((hp, wp))
+        k = 0
+        for hs in (slice(0, hp - w), slice(hp - w, hp - s), slice(hp - s, hp)):
+            for ws in (slice(0, wp - w), slice(wp - w, wp - s), slice(wp - s, wp)):
+                label[hs, ws] = k
+                k += 1
+        label = label.view(hp // w, w, wp // w, w).transpose(1, 2).reshape(-1, w * w)
+        return torch.where(label[:, None, :] == label[:, :, None], 0.0, -100.0).to(x.dtype)
+
+    def attention(self, x):
+        b, h, wd, c = x.shape
+        w, heads = self.window, self.heads
+        x = F.pad(x, (0, 0, 0, (-wd) % w, 0, (-h) % w))
+        hp, wp = x.shape[1], x.shape[2]
+        s = self.shift if w < min(hp, wp) else 0
+        if s:
+            x = torch.roll(x, (-s, -s), (1, 2))
+        n = (hp // w) * (wp // w)
+        win = x.view(b, hp // w, w, wp // w, w, c).permute(0, 1, 3, 2, 4, 5).reshape(b * n, w * w, c)
+        qkv = self.qkv(win).view(b * n, w * w, 3, heads, c // heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        scores = (q * (c // heads) ** -0.5) @ k.transpose(-2, -1)
+        bias = self.table[self.index].view(w * w, w * w, heads).permute(2, 0, 1).unsqueeze(0)
+        scores = scores + bias
+        if s:
+            scores = scores.view(b, n, heads, w * w, w * w) + self.window_mask(x, hp, wp)[:, None]
+            scores = scores.view(b * n, heads, w * w, w * w)
+        out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b * n, w * w, c)
+        out = self.proj(out).view(b, hp // w, wp // w, w, w, c)
+        out = out.permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
+        if s:
+            out = torch.roll(out, (s, s), (1, 2))
+        return out[:, :h, :wd, :].contiguous()
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class PatchMerge(torch.nn.Module):
+    """Halves the token grid: each 2x2 group of tokens (the grid padded to even sizes)
+    concatenated, normalized and projected to twice the channels."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(4 * dim)
+        self.reduce = torch.nn.Linear(4 * dim, 2 * dim, bias=False)
+
+    def forward(self, x):
+        x = F.pad(x, (0, 0, 0, x.shape[2] % 2, 0, x.shape[1] % 2))
+        x = torch.cat([x[:, i::2, j::2] for j in (0, 1) for i in (0, 1)], -1)
+        return self.reduce(self.norm(x))
+
+
+class WindowStage(torch.nn.Module):
+    """A patch embedding (a 4x4 convolution, NCHW to NHWC, layer norm), two blocks (the second
+    shifted) and a patch merge: swin_t's first stage. Once the convolution is channels-last, the
+    shifted block's rolled-back output, its residual and the merge's pad meet in a tiled
+    kernel."""
+
+    def __init__(self, dim: int = 96, heads: int = 3, window: int = 7, shift: int = 3,
+                 merge: bool = True):
+        super().__init__()
+        self.embed = torch.nn.Conv2d(3, dim, 4, 4)
+        self.norm = torch.nn.LayerNorm(dim)
+        self.blocks = torch.nn.Sequential(WindowBlock(dim, heads, window, 0),
+                                          WindowBlock(dim, heads, window, shift))
+        self.merge = PatchMerge(dim) if merge else torch.nn.Identity()
+
+    def forward(self, image):
+        return self.merge(self.blocks(self.norm(self.embed(image).permute(0, 2, 3, 1))))
+
+
+# The layouts a CUDA graph gets (channels-last 16-bit convolutions, padded matrix products), for
+# CPU tensors.
+CUDA_LAYOUTS = {"channels_last": "on", "gemm_padding": "on"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_swin_stage_compiles_for_the_gpu(dtype):
+    # swin_t's first stage at its size (56x56 tokens, windows of 7, shifted by 3) as on the H200:
+    # compiled, every kernel compiled for sm_90, not run (the interpreter would take minutes).
+    # The roll back of the shifted block's output, added to the residual, was a tiled kernel (the
+    # residual stream is read through transposes once the convolution is channels-last, as CUDA
+    # makes it) whose checked index (of the columns only) was active under a mask of rows and
+    # columns: coil_index stored its report with a mask wider than its pointers.
+    if check_target() is None:
+        pytest.skip("Triton cannot compile for sm_90 here")
+    coil = requires_coil()
+    torch.manual_seed(0)
+    model = WindowStage().eval().to(dtype)
+    image = torch.randn(1, 3, 224, 224).to(dtype)
+    captured = []
+
+    def capture(gm, example_inputs):
+        captured.append((gm, example_inputs))
+        return gm.forward
+
+    with torch.no_grad():
+        torch.compile(model, backend=capture)(image)
+        (gm, example_inputs), = captured
+        coil.backend.coil_backend(gm, example_inputs, options=CUDA_LAYOUTS)
+    (record,) = coil.compiled_graphs()
+    assert not record.eager_fallback, record.eager_reason
+    assert any("constant_pad_nd_fmod_index_select" in n for n in record.kernel_names), \
+        record.kernel_names
+
+
+def test_swin_stage_matches_eager():
+    # The same stage in bf16, run, at 14x14 tokens (a 56x56 image: two windows a side, shifted by
+    # 3; about two minutes under the interpreter).
+    torch.manual_seed(0)
+    model = WindowStage().eval().to(BF16)
+    image = torch.randn(1, 3, 56, 56).to(BF16)
+    with torch.no_grad(), requires_coil().config.patch(**CUDA_LAYOUTS):
+        check_triton(model, image, atol=3e-2, rtol=3e-2)
+
+
+def test_swin_stage_training_step():
+    # Forward and backward (the rolls' gradients are index_selects of their own, the bias
+    # table's an index_put with accumulation) against eager's gradients. (With the CPU's layouts
+    # and without the patch merge: otherwise the training graph's forward returns a view of an
+    # input that coil cannot express, and runs eagerly.)
+    torch.manual_seed(0)
+    model = WindowStage(merge=False)
+    image = torch.randn(1, 3, 56, 56)
+    expected = model(image)
+    expected.square().mean().backward()
+    want = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    out = torch.compile(model, backend="coil")(image)
+    out.square().mean().backward()
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, want[name], atol=1e-4, rtol=1e-3, msg=name)
+    records = requires_coil().compiled_graphs()
+    assert [r.kind for r in records] == ["forward", "backward"], records
+    assert not any(r.eager_fallback for r in records), [r.eager_reason for r in records]

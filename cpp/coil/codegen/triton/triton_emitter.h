@@ -48,7 +48,7 @@ struct Axis {
 // Renders one scheduled kernel (render_triton_kernel).
 class Emitter {
  public:
-  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k);
+  Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k, bool gpu_form);
 
   KernelSource render(const std::string& name);
 
@@ -138,7 +138,9 @@ class Emitter {
   LaunchPlan plan_;
   bool reduction_ = false;
   bool int64_ = false;
-  bool interpreted_ = false;  // CPU tensors: the kernel runs under Triton's interpreter
+  // CPU tensors (and no gpu_form): the kernel runs under Triton's interpreter, which needs its
+  // own forms of bfloat16 rounding, 16-bit constants and a constexpr rnumel.
+  bool interpreted_ = false;
   // Block axis 0 (rows) and 1 (columns): x and r for reductions, y and x for tiled kernels; a
   // flat pointwise kernel has only rows (x).
   Axis rows_, cols_;

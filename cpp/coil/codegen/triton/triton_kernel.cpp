@@ -18,7 +18,8 @@
 namespace coil::codegen {
 namespace triton {
 
-Emitter::Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k)
+Emitter::Emitter(const ir::Program& prog, const sched::Schedule& s, const sched::Kernel& k,
+                 bool gpu_form)
     : prog_(prog), s_(s), k_(k), printer_(env_), plan_(plan_launch(k)) {
   reduction_ = is_reduction_kernel(k);
   if (plan_.tiled) {
@@ -61,7 +62,7 @@ Emitter::Emitter(const ir::Program& prog, const sched::Schedule& s, const sched:
   two_d_ = reduction_ || plan_.tiled;
   int64_ = needs_int64();
   for (const sched::Member& m : k.members)
-    interpreted_ |= prog.buffers[m.buffer].layout.device == "cpu";
+    interpreted_ |= !gpu_form && prog.buffers[m.buffer].layout.device == "cpu";
 }
 
 KernelSource Emitter::render(const std::string& name) {
@@ -342,8 +343,8 @@ std::string triton_kernel_prefix(const sched::Kernel& k) {
 }
 
 KernelSource render_triton_kernel(const ir::Program& prog, const sched::Schedule& s,
-                                  const sched::Kernel& k, const std::string& name) {
-  triton::Emitter e(prog, s, k);
+                                  const sched::Kernel& k, const std::string& name, bool gpu_form) {
+  triton::Emitter e(prog, s, k, gpu_form);
   return e.render(name);
 }
 

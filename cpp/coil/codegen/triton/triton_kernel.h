@@ -26,7 +26,11 @@ namespace coil::codegen {
 // "triton_poi", "triton_red" or "triton_per": the kernel_name prefix for this kernel's strategy.
 std::string triton_kernel_prefix(const sched::Kernel& k);
 
+// A kernel of CPU tensors is rendered for Triton's interpreter (its forms of a few things the
+// interpreter does otherwise than a GPU; see Emitter::interpreted_), unless gpu_form: then it is
+// rendered as a GPU gets it, for the GPU-target compile check (python/coil/triton_check.py).
 KernelSource render_triton_kernel(const ir::Program& prog, const sched::Schedule& s,
-                                  const sched::Kernel& k, const std::string& name);
+                                  const sched::Kernel& k, const std::string& name,
+                                  bool gpu_form = false);
 
 }  // namespace coil::codegen

@@ -130,16 +130,21 @@ def coil_index(i, size, wrap: tl.constexpr, active, err):
     # wrapped when negative indices count from the end, returned when in [0, size). Lanes where it
     # is out of bounds and the access really happens (`active`) write (flag, index, size) to err
     # for the wrapper to raise; those lanes use position 0, so no access leaves the buffer.
+    # `active` may span more of the block than i (a tiled kernel's access masked by rows and
+    # columns through an index of the columns only; an index that is one value for the whole
+    # block): the report is stored from every lane of `bad`, as a store's mask may not span more
+    # of the block than its pointers.
     w = i
     if wrap:
         w = tl.where(i < 0, i + size, i)
     ok = (w >= 0) & (w < size)
     bad = (~ok) & active
-    zero = tl.zeros_like(i)
-    tl.store(err + 1 + zero, i, mask=bad)
+    lanes = i + tl.zeros_like(bad).to(i.dtype)
+    zero = tl.zeros_like(lanes)
+    tl.store(err + 1 + zero, lanes, mask=bad)
     tl.store(err + 2 + zero, zero + size, mask=bad)
     tl.store(err + zero, zero + 1, mask=bad)
-    return tl.where(ok, w, zero)
+    return tl.where(ok, w, tl.zeros_like(w))
 )PRELUDE";
 
 }  // namespace coil::codegen::triton

@@ -28,8 +28,13 @@ int Emitter::dims(Value v) const {
 // An operand's text. A constant is a bare literal where it meets a tensor in an infix operator
 // or tl.where/tl.maximum (Triton gives it that tensor's type); elsewhere a typed tensor.
 std::string Emitter::operand(Value v, bool literal_ok) const {
-  if (v.op() == Op::Constant)
+  if (v.op() == Op::Constant) {
+    // Triton's interpreter cannot make a literal into the 16-bit float it meets (its builder has
+    // no get_bf16): there, 16-bit constants are typed tensors, of the same type.
+    bool reduced = v.dtype() == DType::BFloat16 || v.dtype() == DType::Float16;
+    if (interpreted_ && reduced) literal_ok = false;
     return literal_ok ? triton::literal_text(v) : triton::constant_tensor_text(v);
+  }
   return *lookup(v);
 }
 
