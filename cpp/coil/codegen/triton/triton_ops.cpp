@@ -202,12 +202,16 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
   auto infix = [&](const char* o) { return a + " " + o + " " + b; };
   auto truthy = [&](const std::string& x) { return boolean ? x : "(" + x + " != 0)"; };
   switch (op) {
+    // Sums and products of bools are torch's or and and: Triton's + of two int1 values wraps
+    // (True + True is False on the GPU, while the interpreter's NumPy bools give True: a
+    // log_softmax over a square of `b + b` came out 1.55 off on the H200 alone, perf fuzzer
+    // seed 1059).
     case Op::Add:
-      return infix("+");
+      return boolean ? infix("|") : infix("+");
     case Op::Sub:
       return infix("-");
     case Op::Mul:
-      return infix("*");
+      return boolean ? infix("&") : infix("*");
     case Op::Div:
       return infix("/");
     case Op::FloorDiv:
@@ -228,9 +232,11 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
     case Op::Atan2:
       return call("libdevice.atan2", a, b);
     case Op::Maximum:
+      if (boolean) return infix("|");
       return f ? "tl.maximum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)"
                : call("tl.maximum", a, b);
     case Op::Minimum:
+      if (boolean) return infix("&");
       return f ? "tl.minimum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)"
                : call("tl.minimum", a, b);
     case Op::Lt:
