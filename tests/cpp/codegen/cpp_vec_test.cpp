@@ -130,8 +130,9 @@ TEST(CppVec, RowPrefetchOnlyWhereALaterLoopReadsFromCache) {
 TEST(CppVec, RowsThatDoNotFillGroupsOrLoopsWithoutAVectorFormGoOneRowAtATime) {
   for (int64_t rows : {6, 8}) {
     GraphBuilder b;
-    Arg x = b.input("arg0_1", contiguous({rows, 32}));
-    // argmax has no vector form: with 8 rows too, the kernel renders one row at a time.
+    Arg x = b.input("arg0_1", contiguous({rows, 32}, rows == 6 ? DType::Float32 : DType::Int64));
+    // argmax of int64 values has no vector form: with 8 rows too, the kernel renders one row at
+    // a time.
     Arg y = rows == 6
                 ? b.call("amax", "aten.amax.default", {x, test::ints({-1})}, contiguous({rows}))
                 : b.call("argmax", "aten.argmax.default", {x, test::iarg(-1)},
