@@ -550,6 +550,11 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--perf" in argv:  # (its own options: coil/fuzz_perf.py)
+        from coil import fuzz_perf
+
+        return fuzz_perf.main([a for a in argv if a != "--perf"])
     parser = argparse.ArgumentParser(
         prog="python -m coil.fuzz", description=__doc__.split("\n\n")[0]
     )
@@ -587,6 +592,11 @@ def main(argv=None) -> int:
         "--triton-check", action="store_true",
         help="Triton kernels run by Triton's interpreter (set TRITON_INTERPRET=1), each also "
              "compiled for sm_90: a kernel the GPU compiler rejects fails its program",
+    )
+    parser.add_argument(
+        "--perf", action="store_true",
+        help="the performance fuzzer instead: coil vs Inductor vs eager, timed "
+             "(coil/fuzz_perf.py; `python -m coil.fuzz --perf --help` for its options)",
     )
     args = parser.parse_args(argv)
     if args.triton_check and os.environ.get("TRITON_INTERPRET") != "1":

@@ -521,15 +521,28 @@ def find(name: str) -> Case:
     for case in CASES:
         if case.name == name:
             return case
-    raise KeyError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}")
+    if name.startswith("perf_"):  # a program the performance fuzzer stored (perf_cases.py)
+        from coil.bench import perf_cases
+
+        found = perf_cases.find(name)
+        if found is not None:
+            return found
+    raise KeyError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}, and "
+                   f"perf_SEED for the performance fuzzer's stored programs")
 
 
 def select(names: list[str] | None, quick: bool, group: str | None = None) -> list[Case]:
-    """The cases named (in the registry's order), else the --quick set or all, within group."""
+    """The cases named (in the registry's order, then the performance fuzzer's in the order
+    named; "perf" names all of those), else the --quick set or all, within group."""
+    if group == "perf" or names == ["perf"]:
+        from coil.bench import perf_cases
+
+        return perf_cases.cases()
     pool = [c for c in CASES if group in (None, "all") or c.name in GROUPS[group]]
     if names:
-        wanted = {find(n).name for n in names}
-        return [c for c in CASES if c.name in wanted]
+        found = {c.name: c for c in (find(n) for n in names)}
+        registry = [c for c in CASES if c.name in found]
+        return registry + [c for c in found.values() if c not in registry]
     return [c for c in pool if c.quick or not quick]
 
 

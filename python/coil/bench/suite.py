@@ -1,6 +1,6 @@
 """The command line of the benchmark suite (python -m coil.bench).
 
-    python -m coil.bench [--device cpu|cuda] [--quick | --smoke] [--group micro|models]
+    python -m coil.bench [--device cpu|cuda] [--quick | --smoke] [--group micro|models|perf]
                          [--cases a,b] [--shard K/N] [--time-limit MIN] [--out DIR]
                          [--compile-time auto|all|none|only] [--backends eager,inductor,coil]
                          [--mode default|reduce-overhead|max-autotune|...]
@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the harness's own check: tiny inputs, few repetitions, no compile-time children "
         "(unless --compile-time says so), no plots; numbers mean nothing",
     )
-    p.add_argument("--group", choices=("all", "micro", "models"), default="all")
+    p.add_argument("--group", choices=("all", "micro", "models", "perf"), default="all")
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     p.add_argument(
         "--shard",
