@@ -10,7 +10,9 @@ own phases. Writes results.json, results.md, speedup.png and compile_time.png.
 
 Modules: cases (what is measured), vision (the vision models), timing (running one case),
 compile_time (cold/warm compiles in child processes), report (JSON, Markdown, merging split runs),
-plots (PNG), suite (the command line; __main__ only calls it).
+plots (PNG), suite (the command line; __main__ only calls it); perf_cases (the performance
+fuzzer's stored programs as cases); zoo, zoo_models, zoo_report (the model population sweep,
+`python -m coil.bench.zoo`: docs/zoo.md).
 """
 
 __all__ = ["main", "run"]
