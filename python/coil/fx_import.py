@@ -28,6 +28,8 @@ import operator
 import torch
 import torch.fx
 
+from coil import opaque_calls
+
 _DTYPES = {
     torch.bool: "bool",
     torch.uint8: "uint8",
@@ -297,6 +299,37 @@ def _call_node(node: torch.fx.Node) -> dict:
     }
 
 
+def _is_subgraph_of_higher_order_ops(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
+    value = gm
+    for part in str(node.target).split("."):
+        value = getattr(value, part, None)
+    if not isinstance(value, torch.fx.GraphModule):
+        return False
+    for user in node.users:
+        if user.op != "call_function" or not opaque_calls.is_higher_order(user.target):
+            raise UnsupportedGraph(f"subgraph {node.name} read by {user.name}, not a higher-order op")
+    return True
+
+
+def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node) -> dict:
+    """A higher-order op coil does not lower: one extern call of its eager implementation
+    (opaque_calls.py), its tensors and sizes as arguments, its results as the node's results."""
+    name, passed = opaque_calls.register(gm, node)
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)) and any(isinstance(v, (tuple, list)) for v in val):
+        raise UnsupportedGraph(f"{node.target.name()} in node {node.name} returns nested tuples")
+    return {
+        "name": node.name,
+        "kind": "call",
+        "target": name,
+        "args": [_arg(a, node.name) for a in passed],
+        "kwargs": {},
+        "meta": _metas(val, node.name),
+        "scalar_type": "",
+        "stack_trace": node.meta.get("stack_trace") or "",
+    }
+
+
 def _placeholder_meta(node: torch.fx.Node, example) -> tuple[list, str]:
     val = node.meta.get("val", example)
     if isinstance(val, torch.Tensor):
@@ -405,6 +438,8 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
                 entry["value"] = _sym_expr(node.meta.get("val", example), node.name)
             placeholders.append(entry)
         elif node.op == "get_attr":
+            if _is_subgraph_of_higher_order_ops(gm, node):
+                continue  # held by the opaque calls that read it (opaque_calls.py)
             value = _constant_value(gm, node)
             if _is_literal(node, value):
                 nodes.append(_full_node(node.name, value))
@@ -421,6 +456,9 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
         elif node.op == "call_function":
             if _backed_symint(node.meta.get("val")):
                 continue  # every use reads its expression (see _arg)
+            if opaque_calls.is_higher_order(node.target) and not _is_with_effects(node.target):
+                nodes.append(_opaque_call_node(gm, node))
+                continue
             nodes.append(_call_node(node))
         elif node.op == "output":
             outs = node.args[0]

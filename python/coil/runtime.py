@@ -15,7 +15,7 @@ import types
 
 import torch
 
-from coil import _C, config
+from coil import _C, config, opaque_calls
 
 # Fast paths for what every generated call() does many times (about 1 us each instead of 2-3):
 # views of buffers and allocations on the current device. Older torch versions lack them.
@@ -91,6 +91,8 @@ _PYTHON_BINDINGS = {
 def extern_op(name: str):
     """The callable the wrapper uses for the ATen op `name` ("aten.convolution.default"): its
     Python binding where that is the same op (_PYTHON_BINDINGS), else the torch.ops overload."""
+    if name.startswith(opaque_calls.PREFIX):  # a higher-order op's eager call
+        return opaque_calls.lookup(name)
     binding = _PYTHON_BINDINGS.get(name)
     if binding is not None and hasattr(torch._C._VariableFunctions, binding):
         return getattr(torch._C._VariableFunctions, binding)

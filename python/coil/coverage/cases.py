@@ -248,11 +248,61 @@ def compare(case: Case, actual: list) -> str:
             else:
                 _compare(got, sample.expected, case.atol, case.rtol)
         except Exception as e:  # noqa: BLE001 - any difference is a mismatch
+            if not values_differ and _no_further_from_float64(case, sample, got):
+                continue
             first = first_line(str(e))
             detail = _mismatch_detail(str(e))
             where = f"sample {i}: " if len(case.samples) > 1 else ""
             return f"numerics mismatch: {where}{first}{detail}"
     return ""
+
+
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def _no_further_from_float64(case: Case, sample: Sample, got) -> bool:
+    """For a bfloat16/float16 case that differs from eager: True when every output of the
+    compiled result is at least as close to the op computed in float64 as eager's own result is
+    (largest absolute error, output by output). A compiler that accumulates in float32 where eager
+    rounds after every step (index_put with accumulate) differs from eager by being more exact;
+    PyTorch's benchmark harness judges accuracy against the same float64 reference."""
+    if case.dtype not in LOW_PRECISION:
+        return False
+
+    def up(t):
+        return t.double() if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION else t
+
+    try:
+        inp, args, kwargs = pytree.tree_map(up, sample.fresh())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = case.op.op(inp, *args, **kwargs)
+    except Exception:  # noqa: BLE001 - no float64 form of the op: eager's result is the judge
+        return False
+    g_leaves, g_spec = pytree.tree_flatten(got)
+    e_leaves, e_spec = pytree.tree_flatten(sample.expected)
+    r_leaves, r_spec = pytree.tree_flatten(reference)
+    if not (g_spec == e_spec == r_spec):
+        return False
+    for g, e, r in zip(g_leaves, e_leaves, r_leaves):
+        if not isinstance(e, torch.Tensor):
+            if g != e:
+                return False
+            continue
+        if not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype:
+            return False
+        if not e.is_floating_point():
+            if not torch.equal(g, e):
+                return False
+            continue
+        if not isinstance(r, torch.Tensor) or r.shape != e.shape:
+            return False
+        g_err = (g.double() - r.double()).abs().nan_to_num(nan=math.inf)
+        e_err = (e.double() - r.double()).abs().nan_to_num(nan=math.inf)
+        same_nan = g.isnan() == e.isnan()
+        if not bool(same_nan.all()) or g_err.numel() and g_err.max() > e_err.max():
+            return False
+    return True
 
 
 def _compare(got, expected, atol: float, rtol: float) -> None:

@@ -1,0 +1,124 @@
+"""Higher-order ops that coil does not lower yet, run as one call of their eager implementation
+inside an otherwise compiled graph.
+
+A higher-order op (torch.cond, flex_attention, auto_functionalized_v2 around a custom op that
+mutates its input, a user's Triton kernel, invoke_subgraph, ...) reaches coil as an FX node whose
+arguments mix tensors, numbers, nested tuples and subgraphs (get_attr nodes naming GraphModules).
+coil's graph holds tensors and numbers only, so the importer cuts the node in two:
+  - what changes from call to call (every FX node among its arguments: tensors, sizes) becomes the
+    arguments of an extern call in coil's graph, in pytree order;
+  - everything else (the op, its subgraphs, its constant arguments and the structure that holds
+    them) goes into an OpaqueCall, a Python callable kept here under a name derived from its
+    content ("opaque.cond_3f2a..."). The wrapper binds that name like any ATen op it calls
+    (runtime.extern_op), and the C++ core treats the call as a fallback op: its inputs in eager's
+    layouts, its results in the buffers their metadata describe, every other node of the graph
+    lowered, fused and scheduled as usual.
+
+The name hashes the op, the constant arguments and the code of every subgraph, so a graph whose
+generated module is found in the kernel cache binds an equivalent callable; the callable itself
+always comes from the graph being compiled now (the import registers it before the module loads).
+Graphs holding such calls are not kept by the warm-start graph cache (graph_cache.store), which
+skips the import that registers them.
+
+Tests: tests/python/test_higher_order.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import torch
+import torch.fx
+from torch.utils import _pytree as pytree
+
+PREFIX = "opaque."
+
+_calls: dict[str, OpaqueCall] = {}
+
+
+class OpaqueCall:
+    """op(*args, **kwargs) with the FX nodes among args/kwargs replaced, in order, by the values
+    the wrapper passes. A result that is a tuple of one value is returned as that value: the
+    wrapper takes a call with one result as returning it bare, as ATen ops do."""
+
+    def __init__(self, op, spec, leaves: list, slots: list[int], single: bool):
+        self.op = op
+        self.spec = spec  # pytree spec of (args, kwargs)
+        self.leaves = leaves  # constants and subgraphs; None where a value is passed
+        self.slots = slots  # the leaf positions the passed values fill, in order
+        self.single = single  # the op returns a tuple of one value
+
+    def __call__(self, *values):
+        leaves = list(self.leaves)
+        for slot, value in zip(self.slots, values):
+            leaves[slot] = value
+        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        out = self.op(*args, **kwargs)
+        return out[0] if self.single else out
+
+
+def is_higher_order(target) -> bool:
+    return isinstance(target, torch._ops.HigherOrderOperator)
+
+
+def _subgraph(gm: torch.fx.GraphModule, node: torch.fx.Node):
+    value = gm
+    for part in str(node.target).split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _fingerprint(h, value) -> None:
+    """What of a constant leaf decides the call's behavior, into the hash."""
+    if isinstance(value, torch.fx.GraphModule):
+        h.update(b"graph\0" + value.code.encode())
+        # Tensors the subgraph holds as attributes: their identity (a later graph with other
+        # values gets another name; only a kernel-cache miss follows).
+        for name, t in sorted({**dict(value.named_parameters()), **dict(value.named_buffers())}
+                              .items()):
+            h.update(f"{name} {id(t)}".encode())
+        return
+    h.update(repr(value).encode() + b"\0")
+
+
+def register(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[str, list]:
+    """The name the wrapper calls for `node` (a call of a higher-order op), and the arguments the
+    call passes: the FX nodes among the op's arguments that are not subgraphs, in order."""
+    op = node.target
+    leaves, spec = pytree.tree_flatten((tuple(node.args), dict(node.kwargs)))
+    constants: list = []
+    slots: list[int] = []
+    passed: list = []
+    h = hashlib.sha256(f"{op.name()} {spec}".encode())
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.fx.Node) and leaf.op == "get_attr":
+            value = _subgraph(gm, leaf)
+            if isinstance(value, torch.fx.GraphModule):
+                constants.append(value)
+                _fingerprint(h, value)
+                continue
+        if isinstance(leaf, torch.fx.Node):
+            constants.append(None)
+            slots.append(i)
+            passed.append(leaf)
+            h.update(f"slot {i}\0".encode())
+            continue
+        constants.append(leaf)
+        _fingerprint(h, leaf)
+    stem = re.sub(r"[^0-9a-zA-Z_]", "_", op.name())
+    name = f"{PREFIX}{stem}_{h.hexdigest()[:16]}"
+    val = node.meta.get("val")
+    single = isinstance(val, (tuple, list)) and len(val) == 1
+    _calls[name] = OpaqueCall(op, spec, constants, slots, single)
+    return name, passed
+
+
+def lookup(name: str) -> OpaqueCall:
+    call = _calls.get(name)
+    if call is None:
+        raise RuntimeError(
+            f"coil: no opaque call {name!r} in this process (a module compiled for a graph with "
+            "a higher-order op was loaded without importing that graph)"
+        )
+    return call

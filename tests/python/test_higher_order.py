@@ -1,0 +1,255 @@
+"""Graphs holding higher-order ops (flex attention, torch.cond, while_loop, a custom op that
+mutates its input, invoke_subgraph): never a whole graph eager. An op coil does not lower yet runs
+as one call of its eager implementation inside the compiled graph (python/coil/opaque_calls.py);
+every other node is compiled as usual. Forward and backward, static and dynamic sizes (flex
+attention's backward does not run on the CPU, even eagerly: tests/gpu/test_higher_order_gpu.py)."""
+
+import pytest
+import torch
+from conftest import BACKEND, assert_same, check, coil_records, make_tensor, requires_coil
+
+flex = pytest.importorskip("torch.nn.attention.flex_attention")
+
+
+def _opaque(records) -> list[str]:
+    return [op for r in records for op in r.fallback_ops if op.startswith("opaque.")]
+
+
+def _compiled_around(records) -> bool:
+    """Some graph both calls an opaque op and launches coil kernels of its own."""
+    return any(
+        r.kernel_names and any(op.startswith("opaque.") for op in r.fallback_ops) for r in records
+    )
+
+
+def _check_opaque(fn, *inputs, op: str, dynamic=False, atol=None, rtol=None):
+    check(fn, *inputs, dynamic=dynamic, atol=atol, rtol=rtol)
+    if BACKEND == "coil":
+        records = coil_records()
+        assert any(o.startswith(f"opaque.{op}_") for o in _opaque(records)), _opaque(records)
+        assert _compiled_around(records), [(r.kernel_names, r.fallback_ops) for r in records]
+
+
+# ------------------------------------------------------------------------------------------------
+# flex attention
+# ------------------------------------------------------------------------------------------------
+
+
+def _causal(score, b, h, q, kv):
+    return torch.where(q >= kv, score, -float("inf"))
+
+
+def _alibi_softcap(score, b, h, q, kv):
+    return 20.0 * torch.tanh((score - (h + 1) * 0.25 * (q - kv).abs()) / 20.0)
+
+
+def _qkv(b=2, h=2, s=64, d=16, kv_heads=None):
+    torch.manual_seed(0)
+    q = make_tensor((b, h, s, d))
+    k = make_tensor((b, kv_heads or h, s, d))
+    v = make_tensor((b, kv_heads or h, s, d))
+    return q, k, v
+
+
+@pytest.mark.parametrize("mod", [_causal, _alibi_softcap], ids=["causal", "alibi_softcap"])
+def test_flex_attention_score_mod(mod):
+    requires_coil()
+
+    def fn(q, k, v):
+        return flex.flex_attention(q.sin(), k, v, score_mod=mod).cos() * 2 + 1
+
+    _check_opaque(fn, *_qkv(), op="flex_attention", atol=1e-5, rtol=1e-5)
+
+
+def test_flex_attention_block_mask_sliding_window():
+    requires_coil()
+
+    def window(b, h, q, kv):
+        return (q - kv).abs() <= 16
+
+    mask = flex.create_block_mask(window, None, None, 128, 128, device="cpu", BLOCK_SIZE=32)
+
+    def fn(q, k, v):
+        return flex.flex_attention(q * 0.5, k, v, block_mask=mask).relu()
+
+    _check_opaque(fn, *_qkv(s=128), op="flex_attention", atol=1e-5, rtol=1e-5)
+
+
+def test_flex_attention_captured_bias_and_gqa():
+    requires_coil()
+    bias = make_tensor((64, 64))
+
+    def with_bias(score, b, h, q, kv):
+        return score + bias[q, kv]
+
+    def fn(q, k, v):
+        return flex.flex_attention(q, k.exp() * 0.1, v, score_mod=with_bias, enable_gqa=True) - 1
+
+    _check_opaque(fn, *_qkv(h=4, kv_heads=2), op="flex_attention", atol=1e-5, rtol=1e-5)
+
+
+def test_flex_attention_dynamic_lengths():
+    requires_coil()
+
+    def fn(q, k, v):
+        return flex.flex_attention(q + 1, k, v, score_mod=_causal) * 3
+
+    compiled = torch.compile(fn, backend=BACKEND, dynamic=True)
+    for s in (32, 48, 80):
+        q, k, v = _qkv(s=s)
+        assert_same(compiled(q, k, v), fn(q, k, v), atol=1e-5, rtol=1e-5)
+    records = coil_records()
+    assert not any(r.eager_fallback for r in records)
+    assert _compiled_around(records)
+
+
+# ------------------------------------------------------------------------------------------------
+# control flow
+# ------------------------------------------------------------------------------------------------
+
+
+def _cond_fn(x):
+    y = x * 2
+    out = torch.cond(y.sum() > 0, lambda t: t.sin() + 1, lambda t: t.cos() - 1, (y,))
+    return out * 3 + x
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true_branch", "false_branch"])
+def test_cond_either_branch(sign):
+    requires_coil()
+    x = make_tensor((8, 8)).abs() * sign
+    _check_opaque(_cond_fn, x, op="cond")
+
+
+def test_cond_dynamic_and_both_branches_in_one_compiled_function():
+    requires_coil()
+    compiled = torch.compile(_cond_fn, backend=BACKEND, dynamic=True)
+    for n, sign in ((8, 1.0), (8, -1.0), (13, 1.0), (21, -1.0)):
+        x = make_tensor((n, 5)).abs() * sign
+        assert_same(compiled(x), _cond_fn(x))
+    assert not any(r.eager_fallback for r in coil_records())
+
+
+def test_cond_backward():
+    requires_coil()
+    x = make_tensor((6, 7)).requires_grad_()
+    w = make_tensor((7,)).requires_grad_()
+
+    def fn(x, w):
+        h = x * w
+        out = torch.cond(h.mean() > 0, lambda t: (t.exp() * 2,), lambda t: (t.sigmoid(),), (h,))
+        return (out[0] + 1).pow(2).sum()
+
+    for sign in (1.0, -1.0):
+        with torch.no_grad():
+            x.copy_(x.abs() * sign)
+        expected = torch.autograd.grad(fn(x, w), (x, w))
+        got = torch.autograd.grad(torch.compile(fn, backend=BACKEND)(x, w), (x, w))
+        assert_same(got, expected, atol=1e-5, rtol=1e-5)
+    assert not any(r.eager_fallback for r in coil_records())
+
+
+def test_while_loop():
+    requires_coil()
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def fn(x, n):
+        def cond(i, t):
+            return i < n
+
+        def body(i, t):
+            return i + 1, t.sin() * 1.5
+
+        _, out = while_loop(cond, body, (torch.zeros((), dtype=torch.int64), x * 2))
+        return out + x
+
+    _check_opaque(fn, make_tensor((4, 9)), torch.tensor(3), op="while_loop")
+
+
+# ------------------------------------------------------------------------------------------------
+# custom ops and subgraphs
+# ------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("coil_test_hop::scale_", mutates_args=("x",))
+def _scale_(x: torch.Tensor, a: float) -> None:
+    x.mul_(a)
+
+
+@_scale_.register_fake
+def _(x, a):
+    return None
+
+
+def test_custom_op_mutating_an_intermediate():
+    requires_coil()
+
+    def fn(x):
+        y = x + 1
+        _scale_(y, 2.5)
+        return y.relu() - x
+
+    _check_opaque(fn, make_tensor((8, 8)), op="auto_functionalized")
+
+
+def test_custom_op_mutating_a_graph_input():
+    requires_coil()
+
+    def fn(x, y):
+        _scale_(x, 3.0)
+        return x * y + 1
+
+    x, y = make_tensor((5, 7)), make_tensor((5, 7))
+    x_eager = x.clone()
+    expected = fn(x_eager, y)
+    got = torch.compile(fn, backend=BACKEND)(x, y)
+    assert_same(got, expected)
+    assert_same(x, x_eager)  # the mutation reached the caller's tensor
+    assert not any(r.eager_fallback for r in coil_records())
+
+
+def test_invoke_subgraph_twice():
+    requires_coil()
+    region = getattr(torch.compiler, "nested_compile_region", None)
+    if region is None:
+        pytest.skip("torch.compiler.nested_compile_region is not in this torch")
+
+    @region
+    def block(x, w):
+        return (x @ w).tanh() + x.sum(0)
+
+    def fn(x, w):
+        return block(block(x * 2, w) + 1, w).exp()
+
+    check(fn, make_tensor((6, 6)) * 0.3, make_tensor((6, 6)), atol=1e-5, rtol=1e-5)
+    assert not any(r.eager_fallback for r in coil_records())
+
+
+def test_graph_cache_keeps_no_graph_with_opaque_calls(tmp_path):
+    requires_coil()
+    from coil import config, graph_cache
+
+    opts = config.Options(cache_dir=str(tmp_path))
+    graph_cache.store(opts, "k1", '{"nodes": [{"target": "opaque.cond_00"}]}')
+    graph_cache.store(opts, "k2", '{"nodes": [{"target": "aten.add.Tensor"}]}')
+    assert graph_cache.load(opts, "k1") is None
+    assert graph_cache.load(opts, "k2") is not None
+
+
+def test_opaque_names_follow_content():
+    """Two graphs with the same higher-order call get the same name (a kernel-cache hit binds an
+    equivalent callable); a different subgraph gets another name."""
+    requires_coil()
+    from coil import opaque_calls
+
+    compiled = []
+    for fn in (lambda t: t.sin(), lambda t: t.sin(), lambda t: t.cos()):
+
+        def f(x, fn=fn):
+            return torch.cond(x.sum() > 0, fn, lambda t: t + 1, (x,)) * 2
+
+        torch._dynamo.reset()
+        torch.compile(f, backend=BACKEND)(make_tensor((4, 4)))
+        compiled.append(_opaque(coil_records()[-1:]))
+    assert compiled[0] == compiled[1] and compiled[0] != compiled[2], compiled
+    assert all(name.startswith(opaque_calls.PREFIX) for names in compiled for name in names)
