@@ -43,7 +43,7 @@ class CompiledGraph:
     """What coil made of one graph (see coil.compiled_graphs())."""
 
     graph_id: int
-    kind: str  # "inference", "forward", "backward"
+    kind: str  # "inference", "forward", "backward", "subgraph" (a control-flow op's branch or body)
     backend: str = ""  # "cpp" or "triton": which renderer made the kernels
     kernel_names: list = dataclasses.field(default_factory=list)
     fallback_ops: list = dataclasses.field(default_factory=list)
@@ -241,10 +241,18 @@ def _new_record(gm: torch.fx.GraphModule, kind: str, opts: config.Options) -> Co
     return record
 
 
+def _compile_subgraph(sub: torch.fx.GraphModule, opts: config.Options):
+    """A control-flow op's branch or loop body, compiled as a graph of its own (opaque_calls.py);
+    its example inputs are its placeholders' traced values."""
+    examples = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
+    return _compile(sub, examples, "subgraph", opts)[0]
+
+
 def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
     record = _new_record(gm, kind, opts)
     try:
-        imported = fx_import.import_graph(gm, example_inputs)
+        imported = fx_import.import_graph(
+            gm, example_inputs, functools.partial(_compile_subgraph, opts=opts))
         record.symbols = [_symbol_text(row) for row in imported.symbols]
         record.dynamic = bool(record.symbols)
     except fx_import.UnsupportedGraph as e:
@@ -268,7 +276,7 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
             cpu_backend=opts.cpu_backend,
             channels_last=opts.channels_last,
             gemm_padding=opts.gemm_padding,
-            inference=kind == "inference",
+            inference=kind in ("inference", "subgraph"),
             fallback_random=bool(opts.fallback_random),
             cpp_vectorize=_cpp_vectorize(opts, example_inputs),
             attention_rewrite=bool(opts.attention_rewrite),

@@ -311,10 +311,10 @@ def _is_subgraph_of_higher_order_ops(gm: torch.fx.GraphModule, node: torch.fx.No
     return True
 
 
-def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node) -> dict:
+def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node, compile_subgraph) -> dict:
     """A higher-order op coil does not lower: one extern call of its eager implementation
     (opaque_calls.py), its tensors and sizes as arguments, its results as the node's results."""
-    name, passed = opaque_calls.register(gm, node)
+    name, passed = opaque_calls.register(gm, node, compile_subgraph)
     val = node.meta.get("val")
     if isinstance(val, (tuple, list)) and any(isinstance(v, (tuple, list)) for v in val):
         raise UnsupportedGraph(f"{node.target.name()} in node {node.name} returns nested tuples")
@@ -404,23 +404,27 @@ class ImportedGraph:
     symbols: list = dataclasses.field(default_factory=list)  # the graph's size symbols (rows)
 
 
-def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None = None) -> dict:
+def graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None = None,
+                  compile_subgraph=None) -> dict:
     """The graph in coil's JSON form. Tensor constants of more than one element become graph
     inputs after the real ones; their values are appended to `constants` (a list must be given
-    when the graph has such constants)."""
+    when the graph has such constants). compile_subgraph: how subgraphs of control-flow ops are
+    compiled (opaque_calls.register); they run eagerly without it."""
     global _symbols
+    saved = _symbols  # a subgraph compiled while its parent is walked has its own table
     _symbols = _Symbols()
     try:
-        doc = _graph_to_dict(gm, example_inputs, constants)
+        doc = _graph_to_dict(gm, example_inputs, constants, compile_subgraph)
         symbols = _symbols.table()
     finally:
-        _symbols = None
+        _symbols = saved
     if symbols:
         doc["symbols"] = symbols
     return doc
 
 
-def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None) -> dict:
+def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | None,
+                   compile_subgraph) -> dict:
     placeholders = []
     nodes = []
     placeholder_index = 0
@@ -457,7 +461,7 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
             if _backed_symint(node.meta.get("val")):
                 continue  # every use reads its expression (see _arg)
             if opaque_calls.is_higher_order(node.target) and not _is_with_effects(node.target):
-                nodes.append(_opaque_call_node(gm, node))
+                nodes.append(_opaque_call_node(gm, node, compile_subgraph))
                 continue
             nodes.append(_call_node(node))
         elif node.op == "output":
@@ -475,9 +479,9 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
     return {"format": "coil.graph", "version": 1, "nodes": placeholders + constant_inputs + calls}
 
 
-def import_graph(gm: torch.fx.GraphModule, example_inputs) -> ImportedGraph:
+def import_graph(gm: torch.fx.GraphModule, example_inputs, compile_subgraph=None) -> ImportedGraph:
     constants: list = []
-    doc = graph_to_dict(gm, example_inputs, constants)
+    doc = graph_to_dict(gm, example_inputs, constants, compile_subgraph)
     return ImportedGraph(json.dumps(doc), constants, doc.get("symbols", []))
 
 

@@ -20,7 +20,11 @@ always comes from the graph being compiled now (the import registers it before t
 Graphs holding such calls are not kept by the warm-start graph cache (graph_cache.store), which
 skips the import that registers them.
 
-Tests: tests/python/test_higher_order.py.
+The branches of cond and the condition and body of while_loop are compiled by coil as graphs of
+their own (COMPILED_SUBGRAPHS; the backend passes the compile function in, records of kind
+"subgraph"), and the op's eager implementation calls the compiled ones.
+
+Tests: tests/python/test_higher_order.py, tests/gpu/test_higher_order_gpu.py.
 """
 
 from __future__ import annotations
@@ -82,9 +86,36 @@ def _fingerprint(h, value) -> None:
     h.update(repr(value).encode() + b"\0")
 
 
-def register(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[str, list]:
+# Ops whose subgraphs are whole functions of tensors that the op calls as they are (branches,
+# loop conditions and bodies): coil compiles each such subgraph as a graph of its own, and the
+# op's eager implementation (the control flow) calls the compiled ones.
+COMPILED_SUBGRAPHS = frozenset({"cond", "while_loop"})
+
+
+class CompiledSubgraph:
+    """A subgraph compiled by coil, called as the GraphModule it replaces is: positional
+    arguments in, its results out (a tuple where the subgraph returns one)."""
+
+    def __init__(self, boxed_call, returns_tuple: bool):
+        self.boxed_call = boxed_call
+        self.returns_tuple = returns_tuple
+
+    def __call__(self, *args):
+        out = self.boxed_call(list(args))
+        return tuple(out) if self.returns_tuple else out[0]
+
+
+def _returns_tuple(sub: torch.fx.GraphModule) -> bool:
+    output = next(n for n in reversed(sub.graph.nodes) if n.op == "output")
+    return isinstance(output.args[0], (tuple, list))
+
+
+def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
+             compile_subgraph=None) -> tuple[str, list]:
     """The name the wrapper calls for `node` (a call of a higher-order op), and the arguments the
-    call passes: the FX nodes among the op's arguments that are not subgraphs, in order."""
+    call passes: the FX nodes among the op's arguments that are not subgraphs, in order.
+    compile_subgraph(GraphModule) -> boxed call, when given, compiles the subgraphs of the ops in
+    COMPILED_SUBGRAPHS (a subgraph it cannot compile runs eagerly, as the backend's graphs do)."""
     op = node.target
     leaves, spec = pytree.tree_flatten((tuple(node.args), dict(node.kwargs)))
     constants: list = []
@@ -95,8 +126,10 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[str, list]:
         if isinstance(leaf, torch.fx.Node) and leaf.op == "get_attr":
             value = _subgraph(gm, leaf)
             if isinstance(value, torch.fx.GraphModule):
-                constants.append(value)
                 _fingerprint(h, value)
+                if compile_subgraph is not None and op.name() in COMPILED_SUBGRAPHS:
+                    value = CompiledSubgraph(compile_subgraph(value), _returns_tuple(value))
+                constants.append(value)
                 continue
         if isinstance(leaf, torch.fx.Node):
             constants.append(None)

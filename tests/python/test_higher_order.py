@@ -28,6 +28,10 @@ def _check_opaque(fn, *inputs, op: str, dynamic=False, atol=None, rtol=None):
         records = coil_records()
         assert any(o.startswith(f"opaque.{op}_") for o in _opaque(records)), _opaque(records)
         assert _compiled_around(records), [(r.kernel_names, r.fallback_ops) for r in records]
+        if op in ("cond", "while_loop"):
+            # Branches and loop bodies are graphs coil compiled, each with kernels of its own.
+            subgraphs = [r for r in records if r.kind == "subgraph"]
+            assert len(subgraphs) >= 2 and all(r.kernel_names for r in subgraphs), subgraphs
 
 
 # ------------------------------------------------------------------------------------------------
@@ -249,7 +253,21 @@ def test_opaque_names_follow_content():
             return torch.cond(x.sum() > 0, fn, lambda t: t + 1, (x,)) * 2
 
         torch._dynamo.reset()
+        before = len(coil_records())
         torch.compile(f, backend=BACKEND)(make_tensor((4, 4)))
-        compiled.append(_opaque(coil_records()[-1:]))
+        compiled.append(_opaque(coil_records()[before:]))
     assert compiled[0] == compiled[1] and compiled[0] != compiled[2], compiled
     assert all(name.startswith(opaque_calls.PREFIX) for names in compiled for name in names)
+
+
+def test_nested_cond():
+    requires_coil()
+
+    def inner(t):
+        return torch.cond(t.mean() > 0.5, lambda u: u * 4, lambda u: u - 4, (t,))
+
+    def fn(x):
+        return torch.cond(x.sum() > 0, lambda t: inner(t.exp()), lambda t: t.abs() + 1, (x,)) + 1
+
+    for sign in (1.0, -1.0):
+        _check_opaque(fn, make_tensor((5, 6)).abs() * sign, op="cond")
