@@ -11,6 +11,7 @@ floor_divide) only take "exact" operands: values that eager and coil must comput
     python -m coil.fuzz --seed 1234 --count 1   # replay one program
     python -m coil.fuzz --dynamic --seconds 60  # symbolic sizes, each program at two sizes
     python -m coil.fuzz --train --seconds 60    # and a training step: gradients against eager's
+    python -m coil.fuzz --control-flow --seconds 60  # each program as both branches of a cond
     TRITON_INTERPRET=1 python -m coil.fuzz --triton-check --seconds 60
                                                 # Triton kernels, each also compiled for sm_90
 
@@ -549,6 +550,74 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
     return Result(seed, True)
 
 
+def _branch(program: Program, scale: float):
+    """One branch of --control-flow's cond: the program over the operands, float ones scaled
+    (exactly: by 1 or 0.5), its results copied (a branch may not return a view of an operand)."""
+
+    def branch(*xs):
+        xs = [x * scale if x.is_floating_point() else x for x in xs]
+        return tuple(o.clone() for o in run_program(program, xs))
+
+    return branch
+
+
+def check_control_flow(seed: int, out_dir: str | None = None,
+                       vectorize: str | None = None) -> Result:
+    """--control-flow: the program as both branches of a torch.cond (the second over its float
+    inputs halved), compiled once and called with the predicate true and false; each result is
+    compared with the program run eagerly on that branch's inputs (values, dtypes, shapes; the
+    branches are compiled by coil as graphs of their own, python/coil/opaque_calls.py). A
+    program Dynamo does not capture as a cond (a branch it cannot trace) passes as skipped."""
+    import coil
+
+    program, inputs = generate(seed)
+    vals = [t.clone() for t in inputs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in program.steps:
+            vals.append(_apply(step, vals))
+        expected = {p: _branch(program, scale)(*[t.clone() for t in inputs])
+                    for p, scale in ((True, 1.0), (False, 0.5))}
+    dtypes = {v.dtype for v in vals}
+    torch._dynamo.reset()
+    coil.reset()
+    folder = tempfile.mkdtemp(prefix=f"seed{seed}_", dir=out_dir) if out_dir else None
+
+    def fn(pred, *xs):
+        return torch.cond(pred, _branch(program, 1.0), _branch(program, 0.5), tuple(xs))
+
+    patch = {"debug_dir": folder}
+    if vectorize:
+        patch["cpp_vectorize"] = vectorize
+    try:
+        with coil.config.patch(**patch), warnings.catch_warnings():
+            warnings.simplefilter("error", coil.CoilWarning)
+            compiled = torch.compile(fn, backend="coil", fullgraph=True)
+            for pred in (True, False):
+                try:
+                    actual = compiled(torch.tensor(pred), *[t.clone() for t in inputs])
+                except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
+                    return Result(seed, True, f"skipped: Dynamo: {first_line(str(e))}", None)
+                _compare(actual, expected[pred], dtypes, fake=None, values=True)
+                # (strides: a cond's result has the layout Dynamo traced for both branches)
+            if not any(r.kind == "subgraph" for r in coil.compiled_graphs()):
+                raise AssertionError("the branches were not compiled by coil")
+    except Exception as e:  # noqa: BLE001 - every failure is reported with its seed
+        msg = f"{type(e).__name__}: {e}\n{program.describe()}"
+        if not isinstance(e, AssertionError):
+            msg += "\n" + traceback.format_exc(limit=3)
+        return Result(seed, False, msg, folder)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+    return Result(seed, True)
+
+
+def first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0]
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--perf" in argv:  # (its own options: coil/fuzz_perf.py)
@@ -594,6 +663,11 @@ def main(argv=None) -> int:
              "compiled for sm_90: a kernel the GPU compiler rejects fails its program",
     )
     parser.add_argument(
+        "--control-flow", action="store_true",
+        help="each program as both branches of a torch.cond, called with the predicate true "
+             "and false (the branches compiled by coil)",
+    )
+    parser.add_argument(
         "--perf", action="store_true",
         help="the performance fuzzer instead: coil vs Inductor vs eager, timed "
              "(coil/fuzz_perf.py; `python -m coil.fuzz --perf --help` for its options)",
@@ -605,21 +679,26 @@ def main(argv=None) -> int:
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
     start = time.time()
-    ran = failed = 0
+    ran = failed = skipped = 0
     while True:
         if args.count is not None and ran >= args.count:
             break
         if args.count is None and time.time() - start > args.seconds:
             break
-        r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
-                       train=args.train, invariants=args.invariants, pieces=args.pieces,
-                       triton_check=args.triton_check)
+        if args.control_flow:
+            r = check_control_flow(seed, args.out, vectorize=args.vectorize)
+        else:
+            r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
+                           train=args.train, invariants=args.invariants, pieces=args.pieces,
+                           triton_check=args.triton_check)
         ran += 1
+        skipped += r.message.startswith("skipped")
         if not r.ok:
             failed += 1
             print(f"FAIL seed {seed} (graph: {r.folder})\n{r.message}\n", file=sys.stderr)
         seed += 1
-    print(f"fuzz: {ran} programs, {failed} failed ({time.time() - start:.0f} s)")
+    note = f", {skipped} skipped (not captured by Dynamo)" if skipped else ""
+    print(f"fuzz: {ran} programs, {failed} failed{note} ({time.time() - start:.0f} s)")
     return 1 if failed else 0
 
 

@@ -217,3 +217,24 @@ def test_triton_kernels_compile_for_the_gpu(tmp_path):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
     assert f"fuzz: {TRITON_CHECK_COUNT} programs, 0 failed" in r.stdout, r.stdout
+
+
+CONTROL_FLOW_FIRST_SEED = 61000
+CONTROL_FLOW_COUNT = 12
+
+
+def test_programs_as_cond_branches_match_eager(tmp_path):
+    # python -m coil.fuzz --control-flow: each program as both branches of a torch.cond, the
+    # branches compiled by coil as graphs of their own, called with the predicate true and false.
+    requires_coil()
+    from coil.fuzz import check_control_flow
+
+    failures, skipped = [], 0
+    seeds = range(CONTROL_FLOW_FIRST_SEED, CONTROL_FLOW_FIRST_SEED + CONTROL_FLOW_COUNT)
+    for seed in seeds:
+        result = check_control_flow(seed, str(tmp_path))
+        skipped += result.message.startswith("skipped")
+        if not result.ok:
+            failures.append(f"seed {seed} (graph in {result.folder}):\n{result.message}")
+    assert not failures, "\n\n".join(failures)
+    assert skipped <= CONTROL_FLOW_COUNT // 2, f"{skipped} programs not captured as a cond"
