@@ -28,6 +28,7 @@ from coil import (
     cudagraphs,
     fx_import,
     graph_cache,
+    opaque_calls,
     partition,
     runtime,
     triton_check,
@@ -307,6 +308,10 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
         folder = record.debug_dir or _failure_dir(graph_json, record)
         return _eager(gm, record, f"{type(e).__name__}: {e}", folder)
     _log(opts, result["artifacts"], record.fallback_ops, record)
+    opaque = opaque_calls.describe(record.fallback_ops)
+    if opaque and record.debug_dir:
+        with open(os.path.join(record.debug_dir, "opaque_calls.txt"), "w") as f:
+            f.write(opaque)
     call = _GuardedCall(_with_constants(module.call, constants), gm, record, folder=record.debug_dir,
                         keep_inputs=kind != "backward")
     return call, record, constants

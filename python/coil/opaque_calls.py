@@ -147,6 +147,28 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
     return name, passed
 
 
+def describe(names) -> str:
+    """The opaque calls among `names` (a graph's fallback ops), each with its op, what it was
+    given and the code of its subgraphs (the debug folder's opaque_calls.txt)."""
+    parts = []
+    for name in dict.fromkeys(n for n in names if n.startswith(PREFIX)):
+        call = _calls.get(name)
+        if call is None:
+            continue
+        lines = [f"{name}: {call.op.name()}, called with {len(call.slots)} values from the graph"]
+        for i, leaf in enumerate(call.leaves):
+            if isinstance(leaf, CompiledSubgraph):
+                lines.append(f"  argument {i}: a subgraph compiled by coil (a graph of kind "
+                             "'subgraph')")
+            elif isinstance(leaf, torch.fx.GraphModule):
+                lines.append(f"  argument {i}: a subgraph run eagerly:\n" + "\n".join(
+                    "    " + line for line in leaf.code.strip().splitlines()))
+            elif i not in call.slots:
+                lines.append(f"  argument {i}: {leaf!r}")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
 def lookup(name: str) -> OpaqueCall:
     call = _calls.get(name)
     if call is None:

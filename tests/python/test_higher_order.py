@@ -271,3 +271,20 @@ def test_nested_cond():
 
     for sign in (1.0, -1.0):
         _check_opaque(fn, make_tensor((5, 6)).abs() * sign, op="cond")
+
+
+def test_debug_folder_shows_each_opaque_call(tmp_path):
+    requires_coil()
+    import coil
+
+    def fn(q, k, v):
+        return flex.flex_attention(q, k, v, score_mod=_causal) + 1
+
+    with coil.config.patch(debug_dir=str(tmp_path)):
+        torch.compile(fn, backend=BACKEND)(*_qkv())
+        torch.compile(_cond_fn, backend=BACKEND)(make_tensor((4, 4)))
+    texts = [p.read_text() for p in tmp_path.rglob("opaque_calls.txt")]
+    flex_text = next(t for t in texts if "flex_attention" in t)
+    assert "a subgraph run eagerly" in flex_text and "torch.ops.aten.ge" in flex_text, flex_text
+    cond_text = next(t for t in texts if ": cond," in t)
+    assert cond_text.count("a subgraph compiled by coil") == 2, cond_text
