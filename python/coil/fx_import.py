@@ -314,7 +314,7 @@ def _is_subgraph_of_higher_order_ops(gm: torch.fx.GraphModule, node: torch.fx.No
 def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node, compile_subgraph) -> dict:
     """A higher-order op coil does not lower: one extern call of its eager implementation
     (opaque_calls.py), its tensors and sizes as arguments, its results as the node's results."""
-    name, passed = opaque_calls.register(gm, node, compile_subgraph)
+    name, passed, may_write = opaque_calls.register(gm, node, compile_subgraph)
     val = node.meta.get("val")
     if isinstance(val, (tuple, list)) and any(isinstance(v, (tuple, list)) for v in val):
         raise UnsupportedGraph(f"{node.target.name()} in node {node.name} returns nested tuples")
@@ -323,7 +323,8 @@ def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node, compile_sub
         "kind": "call",
         "target": name,
         "args": [_arg(a, node.name) for a in passed],
-        "kwargs": {},
+        # Arguments the call may write in place (sched/in_place_calls.cpp decides).
+        "kwargs": {"_coil_may_write": _arg(may_write, node.name)} if may_write else {},
         "meta": _metas(val, node.name),
         "scalar_type": "",
         "stack_trace": node.meta.get("stack_trace") or "",

@@ -46,19 +46,32 @@ class OpaqueCall:
     the wrapper passes. A result that is a tuple of one value is returned as that value: the
     wrapper takes a call with one result as returning it bare, as ATen ops do."""
 
-    def __init__(self, op, spec, leaves: list, slots: list[int], single: bool):
+    def __init__(self, op, spec, leaves: list, slots: list[int], single: bool,
+                 bases: list[int] | None = None):
         self.op = op
+        # auto_functionalized_v2: the passed values that are the bases the custom op writes, in
+        # _all_bases order (positions among the passed values).
+        self.bases = bases or []
         self.spec = spec  # pytree spec of (args, kwargs)
         self.leaves = leaves  # constants and subgraphs; None where a value is passed
         self.slots = slots  # the leaf positions the passed values fill, in order
         self.single = single  # the op returns a tuple of one value
 
-    def __call__(self, *values):
+    def __call__(self, *values, _coil_write_in_place=()):
         leaves = list(self.leaves)
         for slot, value in zip(self.slots, values):
             leaves[slot] = value
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
-        out = self.op(*args, **kwargs)
+        if self.bases:
+            # The custom op writes the bases coil granted in place (sched/in_place_calls.cpp:
+            # buffers computed for this call alone) and copies of the others, as the eager form
+            # of auto_functionalized_v2 does for all of them.
+            from torch._higher_order_ops.auto_functionalize import auto_functionalized_v2_dense
+
+            clone = tuple(k for k, p in enumerate(self.bases) if p not in _coil_write_in_place)
+            out = auto_functionalized_v2_dense(*args, _only_clone_these_bases=clone, **kwargs)
+        else:
+            out = self.op(*args, **kwargs)
         return out[0] if self.single else out
 
 
@@ -111,9 +124,11 @@ def _returns_tuple(sub: torch.fx.GraphModule) -> bool:
 
 
 def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
-             compile_subgraph=None) -> tuple[str, list]:
-    """The name the wrapper calls for `node` (a call of a higher-order op), and the arguments the
-    call passes: the FX nodes among the op's arguments that are not subgraphs, in order.
+             compile_subgraph=None) -> tuple[str, list, list[int]]:
+    """The name the wrapper calls for `node` (a call of a higher-order op), the arguments the
+    call passes (the FX nodes among the op's arguments that are not subgraphs, in order), and
+    the positions among them of tensors the call may write in place instead of copying (the
+    bases of auto_functionalized_v2; granted or not by sched/in_place_calls.cpp).
     compile_subgraph(GraphModule) -> boxed call, when given, compiles the subgraphs of the ops in
     COMPILED_SUBGRAPHS (a subgraph it cannot compile runs eagerly, as the backend's graphs do)."""
     op = node.target
@@ -143,8 +158,14 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
     name = f"{PREFIX}{stem}_{h.hexdigest()[:16]}"
     val = node.meta.get("val")
     single = isinstance(val, (tuple, list)) and len(val) == 1
-    _calls[name] = OpaqueCall(op, spec, constants, slots, single)
-    return name, passed
+    bases: list[int] = []
+    if op.name() == "auto_functionalized_v2":
+        for base in node.kwargs.get("_all_bases", ()):
+            bases.append(passed.index(base) if isinstance(base, torch.fx.Node) else -1)
+        if -1 in bases:
+            bases = []
+    _calls[name] = OpaqueCall(op, spec, constants, slots, single, bases)
+    return name, passed, [p for p in dict.fromkeys(bases)]
 
 
 def describe(names) -> str:

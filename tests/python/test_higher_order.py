@@ -288,3 +288,45 @@ def test_debug_folder_shows_each_opaque_call(tmp_path):
     assert "a subgraph run eagerly" in flex_text and "torch.ops.aten.ge" in flex_text, flex_text
     cond_text = next(t for t in texts if ": cond," in t)
     assert cond_text.count("a subgraph compiled by coil") == 2, cond_text
+
+
+def _output_code(tmp_path) -> str:
+    return "\n".join(p.read_text() for p in tmp_path.rglob("output_code.py"))
+
+
+def test_custom_op_writes_a_buffer_computed_for_it_in_place(tmp_path):
+    """auto_functionalized_v2's eager form copies what the op writes; coil lets the op write a
+    buffer it computed for that call alone where it lies (sched/in_place_calls.cpp), and still
+    copies a graph input, a value read again afterwards, and a graph output."""
+    requires_coil()
+    import coil
+
+    def alone(x):
+        y = x + 1
+        _scale_(y, 2.5)
+        return y.relu()
+
+    def read_again(x):
+        y = x.exp()
+        w = y.sum(0)  # reads y's old value from its buffer
+        _scale_(y, 2.0)
+        return y * w
+
+    def returned(x):
+        y = x * 3
+        out = y.clone()
+        _scale_(y, 0.5)
+        return out, y
+
+    cases = [(alone, "_coil_write_in_place=[0]"), (read_again, "_coil_write_in_place=[]"),
+             (returned, None)]
+    for k, (fn, expected_text) in enumerate(cases):
+        folder = tmp_path / str(k)
+        x = make_tensor((6, 5))
+        with coil.config.patch(debug_dir=str(folder)):
+            torch._dynamo.reset()
+            got = torch.compile(fn, backend=BACKEND)(x.clone())
+        assert_same(got, fn(x.clone()))
+        if expected_text:
+            assert expected_text in _output_code(folder), _output_code(folder)
+    assert not any(r.eager_fallback for r in coil_records())

@@ -148,6 +148,9 @@ UnitGraph unit_graph(const ir::Program& prog, const std::vector<Kernel>& kernels
 std::string unit_name(const ir::Program& prog, const std::vector<Kernel>& kernels, int unit);
 
 void remove_dead_buffers(ir::Program& prog, Schedule& s);
+// Extern calls listed as able to write an operand in place ("_coil_may_write") do so where
+// nothing else reads it (in_place_calls.cpp).
+void grant_in_place_writes(ir::Program& prog);
 void fuse(const ir::Program& prog, Schedule& s);
 void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies
 void order_loops(const ir::Program& prog, Kernel& k);

@@ -294,6 +294,7 @@ bool persistent_on_gpu(const Kernel& k) {
 Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   Schedule s;
   remove_dead_buffers(prog, s);
+  grant_in_place_writes(prog);
   if (opts.gpu) split_reductions(prog);
   for (size_t i = 0; i < prog.buffers.size(); ++i) {
     const ir::Buffer& b = prog.buffers[i];
