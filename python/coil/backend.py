@@ -26,6 +26,7 @@ from coil import (
     attention_training,
     config,
     cudagraphs,
+    flex_inline,
     fx_import,
     graph_cache,
     opaque_calls,
@@ -252,6 +253,8 @@ def _compile_subgraph(sub: torch.fx.GraphModule, opts: config.Options):
 def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
     record = _new_record(gm, kind, opts)
     try:
+        if kind != "backward":
+            flex_inline.inline_flex_attention(gm, _decompositions(bool(opts.fallback_random)))
         imported = fx_import.import_graph(
             gm, example_inputs, functools.partial(_compile_subgraph, opts=opts))
         record.symbols = [_symbol_text(row) for row in imported.symbols]
