@@ -243,11 +243,15 @@ def _new_record(gm: torch.fx.GraphModule, kind: str, opts: config.Options) -> Co
     return record
 
 
-def _compile_subgraph(sub: torch.fx.GraphModule, opts: config.Options):
-    """A control-flow op's branch or loop body, compiled as a graph of its own (opaque_calls.py);
-    its example inputs are its placeholders' traced values."""
-    examples = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
-    return _compile(sub, examples, "subgraph", opts)[0]
+def _compile_subgraph(sub: torch.fx.GraphModule, opts: config.Options, compiled: dict):
+    """A control-flow op's branch or loop body, or a region invoke_subgraph calls, compiled as a
+    graph of its own (opaque_calls.py); its example inputs are its placeholders' traced values.
+    `compiled`: the parent graph's subgraphs compiled so far (a region called twice is compiled
+    once)."""
+    if id(sub) not in compiled:
+        examples = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
+        compiled[id(sub)] = (sub, _compile(sub, examples, "subgraph", opts)[0])
+    return compiled[id(sub)][1]
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
@@ -256,7 +260,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
         if kind != "backward":
             flex_inline.inline_flex_attention(gm, _decompositions(bool(opts.fallback_random)))
         imported = fx_import.import_graph(
-            gm, example_inputs, functools.partial(_compile_subgraph, opts=opts))
+            gm, example_inputs, functools.partial(_compile_subgraph, opts=opts, compiled={}))
         record.symbols = [_symbol_text(row) for row in imported.symbols]
         record.dynamic = bool(record.symbols)
     except fx_import.UnsupportedGraph as e:

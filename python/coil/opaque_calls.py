@@ -20,8 +20,9 @@ always comes from the graph being compiled now (the import registers it before t
 Graphs holding such calls are not kept by the warm-start graph cache (graph_cache.store), which
 skips the import that registers them.
 
-The branches of cond and the condition and body of while_loop are compiled by coil as graphs of
-their own (COMPILED_SUBGRAPHS; the backend passes the compile function in, records of kind
+The branches of cond, the condition and body of while_loop and the region of invoke_subgraph
+(torch.compiler.nested_compile_region: compiled once however often it is called) are compiled by
+coil as graphs of their own (COMPILED_SUBGRAPHS; the backend passes the compile function in, records of kind
 "subgraph"), and the op's eager implementation calls the compiled ones.
 
 Tests: tests/python/test_higher_order.py, tests/gpu/test_higher_order_gpu.py.
@@ -90,6 +91,11 @@ def _fingerprint(h, value) -> None:
     """What of a constant leaf decides the call's behavior, into the hash."""
     if isinstance(value, torch.fx.GraphModule):
         h.update(b"graph\0" + value.code.encode())
+        # What it is called with (a subgraph coil compiles is specialized to it).
+        for n in value.graph.nodes:
+            v = n.meta.get("val") if n.op == "placeholder" else None
+            if isinstance(v, torch.Tensor):
+                h.update(f"{v.dtype} {tuple(v.shape)} {v.stride()} {v.device}".encode())
         # Tensors the subgraph holds as attributes: their identity (a later graph with other
         # values gets another name; only a kernel-cache miss follows).
         for name, t in sorted({**dict(value.named_parameters()), **dict(value.named_buffers())}
@@ -100,9 +106,10 @@ def _fingerprint(h, value) -> None:
 
 
 # Ops whose subgraphs are whole functions of tensors that the op calls as they are (branches,
-# loop conditions and bodies): coil compiles each such subgraph as a graph of its own, and the
-# op's eager implementation (the control flow) calls the compiled ones.
-COMPILED_SUBGRAPHS = frozenset({"cond", "while_loop"})
+# loop conditions and bodies, regions marked for reuse): coil compiles each such subgraph as a
+# graph of its own (once per parent graph), and the op's eager implementation (the control flow)
+# calls the compiled ones.
+COMPILED_SUBGRAPHS = frozenset({"cond", "while_loop", "invoke_subgraph"})
 
 
 class CompiledSubgraph:
