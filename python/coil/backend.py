@@ -95,6 +95,7 @@ def graph_breaks() -> dict:
 
 def reset() -> None:
     _records.clear()
+    opaque_calls.clear()  # (modules loaded before keep the callables they bound)
     torch._dynamo.reset()
 
 

@@ -197,6 +197,11 @@ def describe(names) -> str:
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 
+def clear() -> None:
+    """Forgets every registered call (coil.reset())."""
+    _calls.clear()
+
+
 def lookup(name: str) -> OpaqueCall:
     call = _calls.get(name)
     if call is None:
