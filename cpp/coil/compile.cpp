@@ -13,6 +13,7 @@
 #include "coil/graph/serialize.h"
 #include "coil/lower/attention_pattern.h"
 #include "coil/lower/lowering.h"
+#include "coil/runtime/build.h"
 #include "coil/sched/schedule.h"
 
 namespace coil {
@@ -136,7 +137,10 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       break;
     }
     for (const codegen::KernelSource& k : kernels) {
-      if (k.same_code_as.empty()) source += triton ? "\n\n" + k.code : "\n" + k.code;
+      // (C++: each kernel after the line where the build may cut the source into translation
+      // units compiled at once: runtime/build.h, split_source.)
+      if (k.same_code_as.empty())
+        source += triton ? "\n\n" + k.code : "\n" + std::string(runtime::kKernelBoundary) + k.code;
       r.kernel_names.push_back(k.name);
       r.artifacts[k.name + ext] = k.code;
     }

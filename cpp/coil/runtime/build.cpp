@@ -7,16 +7,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "coil/runtime/hash.h"
@@ -427,7 +431,145 @@ void compile(const BuildOptions& opts, const std::string& entry_dir, const std::
                    "BuildOptions::compiler or BuildOptions::flags.");
 }
 
+// Compiles the translation units into objects at once (one compiler each), then links them
+// into out_path. Each unit's output goes to <entry_dir>/build_<i>.log; the first failure throws
+// BuildError carrying its output, after every compiler has finished.
+void compile_units(const BuildOptions& opts, const std::string& entry_dir,
+                   const std::vector<std::string>& units, const std::string& out_path,
+                   const std::string& pch_header) {
+  struct Unit {
+    std::string source, object, log;
+    std::vector<std::string> argv;
+    pid_t pid = -1;
+    std::unique_ptr<TempFile> log_file, object_file;
+  };
+  std::vector<Unit> parts(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    Unit& u = parts[i];
+    u.source = entry_dir + "/kernel_" + std::to_string(i) + ".cpp";
+    u.object = entry_dir + "/kernel_" + std::to_string(i) + ".o";
+    u.log = entry_dir + "/build_" + std::to_string(i) + ".log";
+    write_file_atomically(u.source, units[i]);
+    u.object_file = std::make_unique<TempFile>(temp_path_for(u.object));
+    u.argv = {opts.compiler, "-c", u.source};
+    if (!pch_header.empty()) {
+      u.argv.push_back("-include");
+      u.argv.push_back(pch_header);
+    }
+    for (const std::string& f : opts.flags)
+      if (!is_link_flag(f)) u.argv.push_back(f);
+    u.argv.push_back("-o");
+    u.argv.push_back(u.object_file->path());
+  }
+  // Started together, then waited for together: the wall time of the largest unit.
+  for (Unit& u : parts) {
+    u.log_file = std::make_unique<TempFile>(temp_path_for(u.log));
+    Fd fd(::open(u.log_file->path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (fd.get() < 0) {
+      for (Unit& started : parts)
+        if (started.pid > 0) wait_program(started.pid, opts.compiler);
+      throw BuildError("coil: could not create '" + u.log_file->path() + "': " + errno_text(errno) +
+                       ". Check that the cache directory is writable.");
+    }
+    u.pid = spawn_program(u.argv, fd.get());
+  }
+  std::string failure;
+  for (Unit& u : parts) {
+    int status = wait_program(u.pid, opts.compiler);
+    std::string output;
+    read_whole_file(u.log_file->path(), &output);
+    if (!output.empty() && ::rename(u.log_file->path().c_str(), u.log.c_str()) == 0)
+      u.log_file->release();
+    if (succeeded(status) || !failure.empty()) continue;
+    failure = "coil: the C++ compiler failed on a generated kernel (" + opts.compiler + " " +
+              describe_status(status) + ").\n  source:  " + u.source +
+              "\n  (one of the translation units kernel.cpp was compiled as)\n  command: " +
+              render_command(u.argv) + "\n  log:     " + u.log + "\ncompiler output:\n" +
+              trim_output(output, u.log) +
+              "This is most likely a bug in coil's code generation: please report it with "
+              "the source file above. If the compiler or its flags are the problem, change "
+              "BuildOptions::compiler or BuildOptions::flags.";
+  }
+  if (!failure.empty()) throw BuildError(failure);
+  std::vector<std::string> link = {opts.compiler};
+  for (const Unit& u : parts) link.push_back(u.object_file->path());
+  link.insert(link.end(), opts.flags.begin(), opts.flags.end());
+  link.push_back("-o");
+  link.push_back(out_path);
+  const std::string log_path = entry_dir + "/build.log";
+  TempFile log(temp_path_for(log_path));
+  Fd log_fd(::open(log.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (log_fd.get() < 0) {
+    throw BuildError("coil: could not create '" + log.path() + "': " + errno_text(errno) +
+                     ". Check that the cache directory is writable.");
+  }
+  int status = wait_program(spawn_program(link, log_fd.get()), opts.compiler);
+  log_fd.reset();
+  std::string output;
+  read_whole_file(log.path(), &output);
+  if (!output.empty() && ::rename(log.path().c_str(), log_path.c_str()) == 0) log.release();
+  if (!succeeded(status)) {
+    throw BuildError("coil: linking the kernels' objects failed (" + opts.compiler + " " +
+                     describe_status(status) + ").\n  command: " + render_command(link) +
+                     "\n  log:     " + log_path + "\ncompiler output:\n" +
+                     trim_output(output, log_path));
+  }
+  // The objects are only needed for the link (the temporary files remove them).
+}
+
+// COIL_BUILD_JOBS when set (1: one compiler per source), else the hardware threads, at most 8.
+int default_jobs() {
+  if (const char* env = std::getenv("COIL_BUILD_JOBS")) {
+    int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(n, 1u, 8u));
+}
+
 }  // namespace
+
+std::vector<std::string> split_source(const std::string& source, int jobs) {
+  constexpr size_t kMinUnitBytes = 24 * 1024;
+  const std::string boundary = kKernelBoundary;
+  std::vector<size_t> starts;
+  for (size_t at = source.find(boundary); at != std::string::npos;
+       at = source.find(boundary, at + boundary.size())) {
+    if (at == 0 || source[at - 1] == '\n') starts.push_back(at);
+  }
+  if (starts.size() < 2 || jobs < 2) return {source};
+  const std::string prefix = source.substr(0, starts[0]);
+  std::vector<std::string> kernels;
+  size_t kernel_bytes = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    size_t end = i + 1 < starts.size() ? starts[i + 1] : source.size();
+    kernels.push_back(source.substr(starts[i], end - starts[i]));
+    kernel_bytes += kernels.back().size();
+  }
+  size_t units =
+      std::min({static_cast<size_t>(jobs), kernels.size(), kernel_bytes / kMinUnitBytes});
+  if (units < 2) return {source};
+  // Largest first into the lightest unit; each unit's kernels then in source order.
+  std::vector<size_t> order(kernels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return kernels[a].size() > kernels[b].size(); });
+  std::vector<std::vector<size_t>> groups(units);
+  std::vector<size_t> bytes(units, 0);
+  for (size_t k : order) {
+    size_t lightest = std::min_element(bytes.begin(), bytes.end()) - bytes.begin();
+    groups[lightest].push_back(k);
+    bytes[lightest] += kernels[k].size();
+  }
+  std::vector<std::string> out;
+  for (std::vector<size_t>& g : groups) {
+    std::sort(g.begin(), g.end());
+    std::string unit = prefix;
+    for (size_t k : g) unit += kernels[k];
+    out.push_back(std::move(unit));
+  }
+  return out;
+}
 
 BuildResult build_shared_library(const std::string& source, const BuildOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
@@ -477,7 +619,13 @@ BuildResult build_shared_library(const std::string& source, const BuildOptions& 
   std::string pch =
       opts.precompiled_header.empty() ? "" : precompiled_header(opts, cache_dir, version);
   TempFile so_temp(temp_path_for(result.so_path));
-  compile(opts, entry_dir, result.source_path, so_temp.path(), pch);
+  std::vector<std::string> units =
+      split_source(effective_source, opts.jobs > 0 ? opts.jobs : default_jobs());
+  if (units.size() > 1) {
+    compile_units(opts, entry_dir, units, so_temp.path(), pch);
+  } else {
+    compile(opts, entry_dir, result.source_path, so_temp.path(), pch);
+  }
   std::string summary = file_summary(so_temp.path());
   if (summary.empty()) {
     throw BuildError("coil: the C++ compiler reported success but did not write '" +

@@ -17,6 +17,10 @@
 //     others, because coil loads and runs code from it.
 //   - The compiler runs through posix_spawn, without a shell, so paths may contain spaces and
 //     quotes. Its command line is: compiler kernel.cpp flags... -o <temporary .so>.
+//   - A large source made of several kernels (each after a kKernelBoundary line) is compiled as
+//     several translation units at once, kernel_<i>.cpp -> kernel_<i>.o (everything before the
+//     first boundary, the prelude, in each), and linked into kernel.so: a graph's cold build
+//     takes the time of its largest part rather than of the whole (see split_source).
 // It does not load the library (see library.h) and never evicts old entries.
 //
 // Tests: tests/cpp/runtime/build_test.cpp.
@@ -33,6 +37,16 @@ namespace coil::runtime {
 // every kernel rounds an expression the same way). No libmvec: see prelude.h.
 std::vector<std::string> default_kernel_flags();
 
+// The line generated C++ sources put before each kernel (codegen: compile.cpp): where a source
+// may be cut into translation units.
+inline constexpr const char* kKernelBoundary = "// coil: kernel\n";
+
+// The translation units `source` is compiled as: the text before the first kKernelBoundary line
+// followed by a group of its kernels, at most `jobs` groups of about equal size (kernels keep
+// their order within a group); one unit, the source itself, when it has no boundary, one kernel,
+// or too little code to be worth a second compiler (each unit gets at least ~24 KB of kernels).
+std::vector<std::string> split_source(const std::string& source, int jobs);
+
 struct BuildOptions {
   // Required. Created (mode 0700) if missing; see the header comment for the checks.
   std::string cache_dir;
@@ -47,6 +61,9 @@ struct BuildOptions {
   // library: a corrupt .gch is rebuilt), and sources are compiled with `-include coil_pch.h`. A
   // header that fails to precompile is still included, as text (slower builds, same results).
   std::string precompiled_header;
+  // Compilers run at once for one source's translation units (split_source); 0: the environment
+  // variable COIL_BUILD_JOBS if set, else the machine's hardware threads, at most 8.
+  int jobs = 0;
 };
 
 struct BuildResult {

@@ -296,3 +296,85 @@ TEST_F(BuildTest, ConcurrentBuildsOfOneKernelAllSucceed) {
 
 }  // namespace
 }  // namespace coil::runtime
+
+namespace coil::runtime {
+namespace {
+
+// A kernel of about `bytes` bytes: out[i] = a[i] * k, padded with a comment.
+std::string big_kernel(const std::string& name, int k, size_t bytes) {
+  std::string code = std::string(kKernelBoundary) + "extern \"C\" void " + name +
+                     "(void* const* ptrs, const int64_t* ints) {\n"
+                     "  const float* a = static_cast<const float*>(ptrs[0]);\n"
+                     "  float* out = static_cast<float*>(ptrs[2]);\n"
+                     "  for (int64_t i = 0; i < ints[0]; ++i) out[i] = coil_scale(a[i], " +
+                     std::to_string(k) + ");\n}\n";
+  while (code.size() < bytes) code += "// padding padding padding padding padding padding\n";
+  return code;
+}
+
+const std::string kPrefix =
+    "#include <cstdint>\nstatic inline float coil_scale(float x, int k) { return x * k; }\n";
+
+TEST(SplitSource, CutsAtKernelBoundariesIntoBalancedUnitsEachWithThePrefix) {
+  std::string source = kPrefix;
+  for (int k = 0; k < 5; ++k) source += big_kernel("k" + std::to_string(k), k, 20000 + 5000 * k);
+  std::vector<std::string> units = split_source(source, 2);
+  ASSERT_EQ(units.size(), 2u);
+  size_t total = 0;
+  for (const std::string& u : units) {
+    EXPECT_EQ(u.rfind(kPrefix, 0), 0u);
+    total += u.size() - kPrefix.size();
+  }
+  EXPECT_EQ(total, source.size() - kPrefix.size());  // every kernel exactly once
+  for (int k = 0; k < 5; ++k) {
+    std::string name = "void k" + std::to_string(k) + "(";
+    int found = 0;
+    for (const std::string& u : units) found += u.find(name) != std::string::npos;
+    EXPECT_EQ(found, 1) << name;
+  }
+  EXPECT_LT(std::max(units[0].size(), units[1].size()), source.size() * 2 / 3);
+  // Too little code, one kernel, or one job: the source itself.
+  EXPECT_EQ(split_source(kPrefix + big_kernel("a", 1, 500) + big_kernel("b", 2, 500), 4).size(),
+            1u);
+  EXPECT_EQ(split_source(kPrefix + big_kernel("a", 1, 90000), 4).size(), 1u);
+  EXPECT_EQ(split_source(source, 1).size(), 1u);
+}
+
+TEST_F(BuildTest, ASourceOfManyKernelsIsCompiledAsUnitsAtOnceAndLinked) {
+  std::string source = kPrefix + big_kernel("add_f32", 2, 30000) + big_kernel("x3", 3, 30000);
+  opts_.jobs = 2;
+  BuildResult result = build_shared_library(source, opts_);
+  fs::path entry = fs::path(result.so_path).parent_path();
+  EXPECT_EQ(files_in(entry.string()),
+            (std::vector<std::string>{"kernel.cpp", "kernel.so", "kernel.so.sum", "kernel_0.cpp",
+                                      "kernel_1.cpp"}));
+  EXPECT_EQ(read_file(result.source_path), source);
+  std::shared_ptr<Library> lib = Library::load(result.so_path);
+  for (auto [name, k] : {std::pair<const char*, float>{"add_f32", 2}, {"x3", 3}}) {
+    auto fn = reinterpret_cast<KernelFn>(lib->symbol(name));
+    float a[3] = {1, 2, 3}, out[3] = {};
+    void* ptrs[3] = {a, nullptr, out};
+    int64_t n = 3;
+    fn(ptrs, &n);
+    EXPECT_EQ(out[2], 3 * k) << name;
+  }
+  // A failing unit: the error names it, and no object or temporary file is left.
+  opts_.inject_build_failure = true;
+  try {
+    build_shared_library(source, opts_);
+    FAIL() << "expected BuildError";
+  } catch (const BuildError& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("/kernel_"), std::string::npos) << message;  // the unit's source
+    EXPECT_NE(message.find("translation units"), std::string::npos) << message;
+    EXPECT_NE(message.find("coil_injected_build_failure"), std::string::npos) << message;
+  }
+  for (const auto& f : fs::recursive_directory_iterator(opts_.cache_dir)) {
+    std::string name = f.path().filename().string();
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+    EXPECT_NE(f.path().extension(), ".o") << name;
+  }
+}
+
+}  // namespace
+}  // namespace coil::runtime
