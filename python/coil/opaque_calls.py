@@ -20,7 +20,8 @@ always comes from the graph being compiled now (the import registers it before t
 Graphs holding such calls are not kept by the warm-start graph cache (graph_cache.store), which
 skips the import that registers them.
 
-The branches of cond, the condition and body of while_loop and the region of invoke_subgraph
+The branches of cond, the condition and body of while_loop, the bodies of map and scan and the
+region of invoke_subgraph
 (torch.compiler.nested_compile_region: compiled once however often it is called) are compiled by
 coil as graphs of their own (COMPILED_SUBGRAPHS; the backend passes the compile function in, records of kind
 "subgraph"), and the op's eager implementation calls the compiled ones.
@@ -109,7 +110,7 @@ def _fingerprint(h, value) -> None:
 # loop conditions and bodies, regions marked for reuse): coil compiles each such subgraph as a
 # graph of its own (once per parent graph), and the op's eager implementation (the control flow)
 # calls the compiled ones.
-COMPILED_SUBGRAPHS = frozenset({"cond", "while_loop", "invoke_subgraph"})
+COMPILED_SUBGRAPHS = frozenset({"cond", "while_loop", "invoke_subgraph", "map_impl", "scan"})
 
 
 class CompiledSubgraph:

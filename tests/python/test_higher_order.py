@@ -39,10 +39,11 @@ def _check_opaque(fn, *inputs, op: str, dynamic=False, atol=None, rtol=None):
         records = coil_records()
         assert any(o.startswith(f"opaque.{op}_") for o in _opaque(records)), _opaque(records)
         assert _compiled_around(records), [(r.kernel_names, r.fallback_ops) for r in records]
-        if op in ("cond", "while_loop"):
+        if op in ("cond", "while_loop", "map_impl", "scan"):
             # Branches and loop bodies are graphs coil compiled, each with kernels of its own.
             subgraphs = [r for r in records if r.kind == "subgraph"]
-            assert len(subgraphs) >= 2 and all(r.kernel_names for r in subgraphs), subgraphs
+            least = 2 if op in ("cond", "while_loop") else 1
+            assert len(subgraphs) >= least and all(r.kernel_names for r in subgraphs), subgraphs
 
 
 # ------------------------------------------------------------------------------------------------
@@ -349,3 +350,32 @@ def test_custom_op_writes_a_buffer_computed_for_it_in_place(tmp_path):
         if expected_text:
             assert expected_text in _output_code(folder), _output_code(folder)
     assert not any(r.eager_fallback for r in coil_records())
+
+
+def test_map_scan_and_associative_scan():
+    """map's body and scan's combine function are compiled by coil (records of kind
+    "subgraph") and looped over by the op's eager implementation; associative_scan reaches coil
+    as ATen ops."""
+    requires_coil()
+    from torch._higher_order_ops.associative_scan import associative_scan
+    from torch._higher_order_ops.map import map as hop_map
+    from torch._higher_order_ops.scan import scan
+
+    def f_map(xs, y):
+        return hop_map(lambda x, y: (x * y).sin() + 1, xs * 2, y)
+
+    def f_scan(init, xs):
+        def step(c, x):
+            n = c * 0.9 + x.tanh()
+            return n, n * 2
+
+        c, ys = scan(step, init, xs * 1.5)
+        return c + 1, ys
+
+    def f_associative_scan(x):
+        return associative_scan(lambda a, b: a + b * 0.5, x.exp(), dim=1, combine_mode="generic")
+
+    _check_opaque(f_map, make_tensor((4, 3, 5)), make_tensor((3, 5)), op="map_impl")
+    _check_opaque(f_scan, make_tensor((3, 5)), make_tensor((7, 3, 5)), op="scan",
+                  atol=1e-5, rtol=1e-5)
+    check(f_associative_scan, make_tensor((3, 6)), atol=1e-5, rtol=1e-5)
