@@ -21,10 +21,10 @@ Graphs holding such calls are not kept by the warm-start graph cache (graph_cach
 skips the import that registers them.
 
 The branches of cond, the condition and body of while_loop, the bodies of map and scan and the
-region of invoke_subgraph
-(torch.compiler.nested_compile_region: compiled once however often it is called) are compiled by
-coil as graphs of their own (COMPILED_SUBGRAPHS; the backend passes the compile function in, records of kind
-"subgraph"), and the op's eager implementation calls the compiled ones.
+region of invoke_subgraph (torch.compiler.nested_compile_region: compiled once however often it
+is called) are compiled by coil as graphs of their own (COMPILED_SUBGRAPHS; the backend passes
+the compile function in; records of kind "subgraph"), and the op's eager implementation calls
+the compiled ones.
 
 Tests: tests/python/test_higher_order.py, tests/gpu/test_higher_order_gpu.py.
 """
