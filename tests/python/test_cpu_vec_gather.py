@@ -64,6 +64,21 @@ def test_gathers_along_the_vector_loop(op, dtype, index_dtype, vectorize, debug)
     assert "scalar (omp simd)" not in text, text
 
 
+def test_gathers_in_row_groups(vectorize, debug):
+    # 8 rows per x point's innermost dim: the kernel reads 4 rows at a time, each replica with
+    # its own lanes' indices.
+    x, t, idx = make_tensor((2, 8, N)), make_tensor((8, T)), torch.randint(-T, T, (N,))
+    check(lambda x, t, i: torch.softmax(_biased(x, t, i), -1), x, t, idx)
+    text = kernel_text(debug)
+    assert "row groups of 4" in text and GATHERED in text, text
+
+
+def test_gathers_with_dynamic_sizes(vectorize, debug):
+    check(lambda x, t, i: torch.softmax(_biased(x, t, i), -1), *_inputs(torch.float32, torch.int64),
+          dynamic=True)
+    assert GATHERED in kernel_text(debug)
+
+
 def _swin_bias(x, scale, t, idx):
     n = x.shape[-1]
     bias = t[idx].view(n, n, -1).permute(2, 0, 1).contiguous()

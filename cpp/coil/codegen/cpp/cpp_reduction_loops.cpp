@@ -105,11 +105,10 @@ bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, b
 }
 
 bool Emitter::hoistable_read(Value v) const {
-  // (A row of no elements reads nothing: an element read before its loop must exist anyway.
-  // Symbolic sizes are at least 2: dynamo specializes 0 and 1.)
+  // (A row of no elements reads nothing: read before its loop, the element must exist, so every
+  // reduced dim must be known not to be empty.)
   for (const Expr& e : k_.rsizes) {
-    auto n = e.as_int();
-    if (n && *n <= 0) return false;
+    if (sym::bounds(e, env_).lo < 1) return false;
   }
   // Read-only: no output of the kernel shares the read's storage (an in-place output).
   const std::string& p = ptr_.at(v->buffer);
