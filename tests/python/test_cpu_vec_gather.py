@@ -143,6 +143,13 @@ def test_gathered_integers_used_as_values_stay_scalar(vectorize, debug):
     assert "scalar (omp simd): int64 values vary" in kernel_text(debug)
 
 
+def test_index_values_used_as_numbers_stay_scalar_and_say_so(vectorize, debug):
+    # (arange(N) - 3) * 2 as a number: integers computed from the loop's index, no lanes.
+    x = make_tensor((4, N))
+    check(lambda x: (x + (torch.arange(N) - 3) * 2).amax(-1), x)
+    assert "scalar (omp simd): an index value varies" in kernel_text(debug)
+
+
 def test_gather_inside_a_concatenation(vectorize):
     x, t, idx = _inputs(torch.float32, torch.int64)
     check(lambda x, t, i: torch.softmax(torch.cat([x, t[:, i].expand_as(x)], -1), -1), x, t, idx)

@@ -177,8 +177,11 @@ class Emitter {
   // Whether v, which varies along the vector loop, is such a value.
   bool lane_value(Value v) const;
   bool is_lane_value(Value v) const { return lane_values_.count(v.get()) > 0; }
-  // What the scalar form's header says when a lane value is used other than as an index.
-  static std::string lane_value_why(Value v);
+  // What the scalar form's header says when a lane value is used other than as an index: where
+  // its integers come from (an index value, an int64 load, ...), as the scalar form said before
+  // lane values (noted for each as it is found: lane_value_origin).
+  std::string lane_value_why(Value v) const { return lane_values_.at(v.get()); }
+  std::string lane_value_origin(Value v) const;
   // A Load whose indirect operands include lane values: a vector of its elements, each lane's
   // index computed and checked, and its element read, by a lambda over the lane
   // (coil_vlanes). Returns the vector's text.
@@ -428,7 +431,7 @@ class Emitter {
   std::vector<std::string> vec_decisions_;
   // Lane values of the vector loop being rendered (lane_value), and whether it gathered through
   // them or only checked them (a guard).
-  std::set<const ir::ScalarNode*> lane_values_;
+  std::map<const ir::ScalarNode*, std::string> lane_values_;  // -> lane_value_why
   bool vec_gathers_ = false, vec_lane_checks_ = false;
   bool vectorized_ = false;
   bool stream_ = false;  // plan_stream_stores

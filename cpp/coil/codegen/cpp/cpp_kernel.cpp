@@ -150,7 +150,7 @@ std::string Emitter::value(Value root) {
     }
     if (vec_ && varies(v)) {
       if (lane_value(v)) {  // computed per lane where an indirect load uses it
-        lane_values_.insert(v.get());
+        lane_values_[v.get()] = lane_value_origin(v);
         continue;
       }
       vector_value(v);

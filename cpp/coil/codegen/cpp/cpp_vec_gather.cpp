@@ -31,8 +31,11 @@ bool Emitter::lane_value(Value v) const {
   return true;
 }
 
-std::string Emitter::lane_value_why(Value v) {
+std::string Emitter::lane_value_origin(Value v) const {
   if (v.op() == Op::IndexExpr) return "an index value varies";
+  for (const Value& a : v->args) {
+    if (is_lane_value(a)) return lane_value_why(a);
+  }
   return std::string(graph::dtype_name(v.dtype())) + " values vary";
 }
 
