@@ -186,6 +186,23 @@ graph::Graph index_put_accumulate() {
   return g.finish({put});
 }
 
+graph::Graph softmax_gathered_bias() {
+  GraphBuilder g;
+  Arg x = g.input("arg0_1", contiguous({8, 2, 16, 16}));
+  Arg scale = g.input("arg1_1", contiguous({2, 1, 1}));
+  Arg table = g.input("arg2_1", contiguous({31}));
+  Arg idx = g.input("arg3_1", contiguous({16, 16}, DType::Int64));
+  Arg exp = g.call("exp", "aten.exp.default", {scale}, contiguous({2, 1, 1}));
+  Arg mul = g.call("mul", "aten.mul.Tensor", {x, exp}, contiguous({8, 2, 16, 16}));
+  Arg bias = g.call("index", "aten.index.Tensor", {table, Arg::list_of({idx})},
+                    contiguous({16, 16}));
+  Arg sig = g.call("sigmoid", "aten.sigmoid.default", {bias}, contiguous({16, 16}));
+  Arg add = g.call("add", "aten.add.Tensor", {mul, sig}, contiguous({8, 2, 16, 16}));
+  Arg out = g.call("_softmax", "aten._softmax.default", {add, iarg(-1), barg(false)},
+                   contiguous({8, 2, 16, 16}));
+  return g.finish({out});
+}
+
 std::vector<NamedGraph> snapshot_graphs() {
   return {
       {"pointwise_chain", pointwise_chain},
@@ -200,6 +217,7 @@ std::vector<NamedGraph> snapshot_graphs() {
       {"mm_bias_gelu", mm_bias_gelu},
       {"embedding_add", embedding_add},
       {"index_put_accumulate", index_put_accumulate},
+      {"softmax_gathered_bias", softmax_gathered_bias},
   };
 }
 

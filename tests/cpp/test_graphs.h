@@ -78,6 +78,10 @@ graph::Graph mm_bias_gelu();
 graph::Graph embedding_add();
 // index_put(x f32[6, 4], [idx i64[3]], v f32[3, 4], accumulate=True).
 graph::Graph index_put_accumulate();
+// _softmax(x f32[8, 2, 16, 16] * exp(scale f32[2, 1, 1]) + sigmoid(table f32[31][idx i64[16,
+// 16]]), -1): Swin V2's attention softmax, a bias gathered along the row (vector gathers) and a
+// per-row scale (computed before the row's loops).
+graph::Graph softmax_gathered_bias();
 
 struct NamedGraph {
   std::string name;

@@ -1,7 +1,8 @@
 // The C++ kernel renderer's state and steps, shared by its files: cpp_kernel.cpp (loops, scalar
 // values, stores), cpp_reduction_loops.cpp (each stage's r loops and accumulators),
-// cpp_vec_loops.cpp (the innermost loop in vector form) and cpp_row_cache.cpp (values loops over
-// one row share). Internal to codegen/cpp; the interface is cpp_kernel.h.
+// cpp_vec_loops.cpp (the innermost loop in vector form), cpp_vec_gather.cpp (indirect loads in
+// it) and cpp_row_cache.cpp (values loops over one row share). Internal to codegen/cpp; the
+// interface is cpp_kernel.h.
 #pragma once
 
 #include <functional>
@@ -167,6 +168,30 @@ class Emitter {
 
   void vector_value(Value v);
 
+  // ---- gathers in vector form (cpp_vec_gather.cpp) ----
+  // Integer values that vary along the vector loop (an index tensor's elements read along it,
+  // and integer arithmetic on them) have no lanes of their own: each is a lane value, computed
+  // per lane, in scalar code, inside the lane loop of each vector value that uses it as an
+  // indirect index (gather_lanes, check_lanes), bounds-checked there as the scalar loop checks
+  // it (coil_index). Any other use of one has no vector form (NoVectorForm: lane_value_why).
+  // Whether v, which varies along the vector loop, is such a value.
+  bool lane_value(Value v) const;
+  bool is_lane_value(Value v) const { return lane_values_.count(v.get()) > 0; }
+  // What the scalar form's header says when a lane value is used other than as an index: where
+  // its integers come from (an index value, an int64 load, ...), as the scalar form said before
+  // lane values (noted for each as it is found: lane_value_origin).
+  std::string lane_value_why(Value v) const { return lane_values_.at(v.get()); }
+  std::string lane_value_origin(Value v) const;
+  // A Load whose indirect operands include lane values: a vector of its elements, each lane's
+  // index computed and checked, and its element read, by a lambda over the lane
+  // (coil_vlanes). Returns the vector's text.
+  std::string gather_lanes(Value v);
+  // A Guard whose indirect operands include lane values: each lane's indices checked.
+  void check_lanes(Value v);
+  // Emits a lambda `[&](int64_t var) { ... }` (var: the vector loop's variable, one lane's
+  // value) whose body f renders in scalar form; returns the lambda's name.
+  std::string lane_lambda(const std::function<void()>& f);
+
   void vector_store(const ir::Buffer& b, const Expr& idx, const std::string& val);
 
   // What rendering a loop changes, restored when its vector form is abandoned.
@@ -292,6 +317,8 @@ class Emitter {
   // before the loops: a layer norm's rsqrt(var + eps) was computed at every step, and where
   // its formula branches (a NaN-propagating max) the compiler kept it in the loop.
   void hoist_row_invariants(const sched::Stage& stage);
+  // Whether a load from memory with an index free of r may be read once before the r loops.
+  bool hoistable_read(Value v) const;
   // Whether v is such a value (memoized in `known`).
   bool row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, bool>& known) const;
 
@@ -402,6 +429,10 @@ class Emitter {
   std::set<std::string> vec_names_;
   std::string vec_last_type_;
   std::vector<std::string> vec_decisions_;
+  // Lane values of the vector loop being rendered (lane_value), and whether it gathered through
+  // them or only checked them (a guard).
+  std::map<const ir::ScalarNode*, std::string> lane_values_;  // -> lane_value_why
+  bool vec_gathers_ = false, vec_lane_checks_ = false;
   bool vectorized_ = false;
   bool stream_ = false;  // plan_stream_stores
   // Transposed tiles of the tile being rendered: read (buffer@index) -> index into the tile, and

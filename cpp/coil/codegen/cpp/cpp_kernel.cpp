@@ -143,12 +143,16 @@ Expr Emitter::checked_index(Value v) {
 // Emits statements computing v (already in kernel variables); returns the C++ expression.
 std::string Emitter::value(Value root) {
   for (const Value& v : render_order(root)) {
-    if (lookup(v)) continue;
+    if (lookup(v) || (vec_ && is_lane_value(v))) continue;
     if (const RowCache* c = cached_in_stage(v)) {
       read_row_cache(v, *c);
       continue;
     }
     if (vec_ && varies(v)) {
+      if (lane_value(v)) {  // computed per lane where an indirect load uses it
+        lane_values_[v.get()] = lane_value_origin(v);
+        continue;
+      }
       vector_value(v);
       fill_row_cache(v, *lookup(v));
       continue;
@@ -205,6 +209,7 @@ std::string Emitter::value(Value root) {
     memo_.back()[v.get()] = name;
     fill_row_cache(v, name);
   }
+  if (vec_ && is_lane_value(root)) throw NoVectorForm{lane_value_why(root)};
   return *lookup(root);
 }
 

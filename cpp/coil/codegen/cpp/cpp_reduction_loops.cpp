@@ -88,8 +88,11 @@ bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, b
       invariant = free_of_r(v->index);
       break;
     case Op::Load:
-      // A result of this x point's earlier loops (read where it is held, not from memory).
-      invariant = !v->masked && available_.count(v->buffer) && !ir::has_indirect(v->index);
+      // A result of this x point's earlier loops (read where it is held, not from memory), or an
+      // element of a tensor this kernel only reads, the same for the whole row (a scale per
+      // head: Swin V2's exp(clamp(logit_scale)) was computed at every step of its softmax).
+      invariant = !v->masked && !ir::has_indirect(v->index) &&
+                  (available_.count(v->buffer) || (free_of_r(v->index) && hoistable_read(v)));
       break;
     case Op::Guard:
       break;
@@ -99,6 +102,20 @@ bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, b
   }
   known[v.get()] = invariant;
   return invariant;
+}
+
+bool Emitter::hoistable_read(Value v) const {
+  // (A row of no elements reads nothing: read before its loop, the element must exist, so every
+  // reduced dim must be known not to be empty.)
+  for (const Expr& e : k_.rsizes) {
+    if (sym::bounds(e, env_).lo < 1) return false;
+  }
+  // Read-only: no output of the kernel shares the read's storage (an in-place output).
+  const std::string& p = ptr_.at(v->buffer);
+  for (const KernelArg& a : args_) {
+    if (a.written && ptr_.count(a.buffer) && ptr_.at(a.buffer) == p) return false;
+  }
+  return true;
 }
 
 void Emitter::hoist_row_invariants(const sched::Stage& stage) {

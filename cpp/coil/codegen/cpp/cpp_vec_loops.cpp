@@ -59,7 +59,8 @@ bool Emitter::varies(Value v) const {
       break;
   }
   for (const Value& a : v->args) {
-    if (is_vector(*lookup(a))) return true;
+    const std::string* t = lookup(a);
+    if (t ? is_vector(*t) : is_lane_value(a)) return true;
   }
   return false;
 }
@@ -147,12 +148,24 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
 
 void Emitter::vector_value(Value v) {
   DType d = v.dtype();
+  // Lane values (cpp_vec_gather.cpp) are used only as the indirect indices of loads and guards.
+  bool gathers = false;
+  for (const Value& a : v->args) {
+    if (!is_lane_value(a)) continue;
+    bool indirect = v.op() == Op::Load || (v.op() == Op::Guard && a.get() != v->args[0].get());
+    if (!indirect) throw NoVectorForm{lane_value_why(a)};
+    gathers = true;
+  }
   std::string text;
   switch (v.op()) {
     case Op::Load: {
       if (lanes_vec_ && slots_.count(v->buffer) && available_.count(v->buffer) &&
           !ir::has_indirect(v->index)) {
         text = read_lanes("v_" + v->buffer, v.dtype());
+        break;
+      }
+      if (gathers) {
+        text = gather_lanes(v);
         break;
       }
       // An indirect index the same in every lane (an embedding row) is checked once, scalar.
@@ -172,6 +185,12 @@ void Emitter::vector_value(Value v) {
     case Op::IndexExpr:
       throw NoVectorForm{"an index value varies"};
     case Op::Guard:
+      if (is_lane_value(v->args[0])) throw NoVectorForm{lane_value_why(v->args[0])};
+      if (gathers) {
+        check_lanes(v);
+        memo_.back()[v.get()] = *lookup(v->args[0]);
+        return;
+      }
       for (const Value& a : ir::indirect_operands(v)) {
         if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
       }
@@ -308,6 +327,7 @@ void Emitter::restore(const Snapshot& s) {
   aten_math_ = s.aten_math;
   fold_pieces_ = false;  // (an attempt that failed inside a piece of a split loop)
   if (vec_decisions_.size() > s.decisions) vec_decisions_.resize(s.decisions);
+  lane_values_.clear();
   tiles_.clear();
   tile_names_.clear();
 }
@@ -323,14 +343,20 @@ void Emitter::with_vector_attempt(const std::string& var, bool allowed,
     std::ostringstream attempt;
     out_ = &attempt;
     vec_ = VecLoop{var, Expr::symbol(var), "n_" + var, std::nullopt};
+    lane_values_.clear();
+    vec_gathers_ = vec_lane_checks_ = false;
     try {
       render(true);
       out_ = out;
       *out_ << attempt.str();
       vectorized_ = true;
+      std::string lanes = vec_gathers_       ? "; indirect loads gathered lane by lane"
+                          : vec_lane_checks_ ? "; indirect indices checked lane by lane"
+                                             : "";
       vec_decisions_.push_back("loop " + var + " vectorized (at::vec " + vec_last_type_ +
-                               ", a masked tail)");
+                               ", a masked tail" + lanes + ")");
       vec_.reset();
+      lane_values_.clear();
       return;
     } catch (const NoVectorForm& e) {
       out_ = out;

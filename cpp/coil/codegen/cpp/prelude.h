@@ -386,6 +386,11 @@ inline V coil_vlanes(const F& f, int64_t base, int64_t n) {
   for (int64_t l = 0; l < n; ++l) lanes[l] = f(base + l);
   return V::loadu(lanes);
 }
+// f(var) for the n lanes var = base, base + 1, ...: each lane's indirect indices checked.
+template <typename F>
+inline void coil_lanes_do(const F& f, int64_t base, int64_t n) {
+  for (int64_t l = 0; l < n; ++l) f(base + l);
+}
 // bfloat16 / float16 (T: c10::BFloat16 or c10::Half, laid out as coil_bf16 / coil_half) in float
 // lanes: n values loaded and widened, stored narrowed (round to nearest even), or rounded in place.
 template <typename T>
