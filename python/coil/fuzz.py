@@ -20,6 +20,10 @@ layout follows its inputs' (a convolution of a channels-last tensor is channels-
 program that stores the op's input in another layout than eager's, or reads its result through a
 view with the wrong strides, gives wrong values; output strides are compared for the same reason.
 
+Masks are drawn as attention writes them: positions compared over the last two dims (causal,
+banded, offset: tril/triu and flex attention's masks) selecting a value, and any/all reductions
+of comparisons (vector masks in C++ loops).
+
 Normalizations and softmaxes are drawn as models write them, and a quarter of the programs end
 in one: their kernels loop over each row several times and keep values the loops share in the
 output's elements (C++ row caches), which is only right while no operand's memory is the output's.

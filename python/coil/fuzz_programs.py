@@ -165,13 +165,17 @@ EXACT_STEPS = frozenset(
         "amin",
         "argmax",
         "max_pool2d",
+        "index_mask",
+        "any",
+        "all",
     }
     | set(VIEWS)
     | set(FORMATS)
 )
 # Steps whose result can flip when an operand is off by one ulp: they need exact operands.
 # (Casts from float to int or bool need them too: see _pick_step.)
-NEEDS_EXACT = frozenset({"where_pos", "floordiv_safe", "remainder_safe", "sign", "eq", "lt"})
+NEEDS_EXACT = frozenset({"where_pos", "floordiv_safe", "remainder_safe", "sign", "eq", "lt", "any",
+                         "all"})
 
 
 def _is_exact(step: Step, args_exact: bool, value: torch.Tensor) -> bool:
@@ -189,6 +193,18 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
     op = step.op
     if op == "exp":
         return torch.exp(a.clamp(max=10))
+    if op == "index_mask":
+        # A causal / band mask over the last two dims (positions compared: attention masks,
+        # tril/triu), keeping a where it holds, p["fill"] elsewhere.
+        n = a.shape[-1]
+        rows = a.shape[-2] if a.dim() >= 2 else 1
+        q = torch.arange(rows).view(rows, 1) * p["qscale"] + p["offset"]
+        kv = torch.arange(n) * p["kscale"]
+        keep = getattr(torch, p["cmp"])(q, kv)
+        if a.dim() < 2:
+            keep = keep[0]
+        return torch.where(keep, a, torch.tensor(p["fill"], dtype=a.dtype) if a.dtype != torch.bool
+                           else torch.tensor(False))
     if op == "abs":
         return a.abs()
     if op == "neg":
@@ -277,6 +293,9 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
     if op == "matches":  # (fuzz --invariants) where a equals its reduction b along p["dim"]
         b = vals[step.args[1]]
         return a == (b if p["keepdim"] else b.unsqueeze(p["dim"]))
+    if op in ("any", "all"):  # of a comparison: bool rows reduced (vector masks in C++ loops)
+        m = a > p["threshold"] if a.dtype != torch.bool else a
+        return m.any(d, keepdim=p["keepdim"]) if op == "any" else m.all(d, keepdim=p["keepdim"])
     if op == "amax":
         return a.amax(d, keepdim=p["keepdim"])
     if op == "amin":
@@ -389,9 +408,20 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
     i = rng.randrange(len(vals))
     a = vals[i]
     kind = rng.choices(
-        ("unary", "binary", "reduce", "view", "cast", "cat", "format", "library"),
-        (4, 4, 2, 2, 1, 1, 1, 2),
+        ("unary", "binary", "reduce", "view", "cast", "cat", "format", "library", "mask"),
+        (4, 4, 2, 2, 1, 1, 1, 2, 1),
     )[0]
+    if kind == "mask" and a.dim() > 0:
+        if rng.random() < 0.5:
+            fill = rng.choice((0.0, -1.5, -float("inf"))) if a.dtype.is_floating_point else 0
+            return Step("index_mask", (i,), {
+                "cmp": rng.choice(("ge", "gt", "le", "lt", "eq", "ne")),
+                "offset": rng.randint(-3, 3), "qscale": rng.choice((1, 1, 2)),
+                "kscale": rng.choice((1, 1, 2, -1)), "fill": fill})
+        return Step(rng.choice(("any", "all")), (i,), {
+            "dim": rng.randrange(a.dim()), "keepdim": rng.random() < 0.5,
+            "threshold": rng.choice((0, 1)) if not a.dtype.is_floating_point
+            else rng.choice((0.0, 0.5))})
     if kind == "unary":
         return Step(rng.choice(UNARY), (i,), {})
     if kind == "binary":

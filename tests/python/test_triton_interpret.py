@@ -773,3 +773,19 @@ def test_swin_stage_training_step():
     records = requires_coil().compiled_graphs()
     assert [r.kind for r in records] == ["forward", "backward"], records
     assert not any(r.eager_fallback for r in records), [r.eager_reason for r in records]
+
+
+@pytest.mark.parametrize("shape", [(5, 5, 13, 0), (0, 7)])
+def test_zero_element_graphs(shape):
+    # A dim of size 0: kernels that run no lane (fuzzer seed 730022: the flat index's divisor,
+    # the product of the inner sizes, was 0 and the kernel failed to compile).
+    x = make_tensor(shape)
+    check(lambda x: torch.cat([x.sin(), torch.maximum(x, x).flip(0)], 0), x)
+    check(lambda x: ((x > 0).any(-1, keepdim=True), torch.softmax(x.flip(0), -1)), x)
+
+
+def test_zero_element_contiguous_walk():
+    # (fuzzer seed 730026: a contiguous walk merged into the flat index, modulo the product of
+    # sizes that include a 0.)
+    x = make_tensor((3, 0, 4, 5))
+    check(lambda x: (x.permute(1, 3, 2, 0).sum(1, keepdim=True), x.unsqueeze(2) * 2), x)

@@ -186,6 +186,13 @@ class Emitter {
   // index computed and checked, and its element read, by a lambda over the lane
   // (coil_vlanes). Returns the vector's text.
   std::string gather_lanes(Value v);
+  // A comparison of integer index values (a causal mask's q >= kv, built from aranges), at
+  // least one varying along the loop: the exact integers they stand for (index_value_expr) as
+  // floating lanes (at::vec's arange), compared into a mask; nullopt when an operand is not such
+  // an integer or its values are not all exact in the lane type (cpp_vec_gather.cpp).
+  std::optional<std::string> index_comparison(Value v);
+  std::optional<Expr> index_value_expr(Value v) const;
+  std::optional<std::string> index_lanes(Value v);
   // A Guard whose indirect operands include lane values: each lane's indices checked.
   void check_lanes(Value v);
   // Emits a lambda `[&](int64_t var) { ... }` (var: the vector loop's variable, one lane's

@@ -51,7 +51,9 @@ std::string unary_text(Op op, const std::string& a, DType d) {
   bool is_float = graph::is_floating(d);
   switch (op) {
     case Op::Neg:
-      return "(-" + a + ")";
+      // (A space before an operand that starts with a minus: "--" is C++'s decrement; fuzzer
+      // seed 800027 negated a masked fill of -inf.)
+      return std::string(!a.empty() && a[0] == '-' ? "(- " : "(-") + a + ")";
     case Op::Abs:
       return "std::abs(" + a + ")";
     case Op::Exp:

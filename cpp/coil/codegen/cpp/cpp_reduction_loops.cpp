@@ -138,6 +138,14 @@ void Emitter::hoist_row_invariants(const sched::Stage& stage) {
 
 // The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
 // r loop runs in vector form), and the results they leave for each x point.
+namespace {
+// any/all over bools: in a vector loop, a mask vector (coil_vany/coil_vall at the end).
+bool is_mask_reduction(const ir::Buffer& b) {
+  return b.body.dtype() == DType::Bool &&
+         (*b.reduction == ir::ReductionType::Any || *b.reduction == ir::ReductionType::All);
+}
+}  // namespace
+
 void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   // Row groups run vector loops only (a scalar loop renders the kernel one row at a time).
   if (rows_ > 1 && !vector) throw NoRowGroup{};
@@ -157,6 +165,21 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
     if (vector) {
       lane_type(acc);
       bool arg = is_arg_reduction(b);
+      if (is_mask_reduction(b)) {
+        // any/all of bools: a mask vector OR-ed (AND-ed) with each step's mask, in the lanes of
+        // the floats the mask is made from.
+        if (!vec_->elem) {
+          DType lanes = DType::Float32;
+          for (const Value& v : ir::topo_order({kernel_body(m)})) {
+            if (v.op() == Op::Load && v.dtype() == DType::Float64) lanes = DType::Float64;
+          }
+          lane_type(lanes);
+        }
+        each_row([&] {
+          line(vec() + " vacc_" + b.name + sfx() + " = coil_vmask<" + vec() + ">(" + init + ");");
+        });
+        continue;
+      }
       if (acc == DType::Bool || (!arg && !vec_combine_text(*b.reduction, "a", "b"))) {
         throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
       }
@@ -310,8 +333,12 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
           }
           if (vector) {
             std::string acc = "vacc_" + b.name + sfx();
+            std::string step = vec_operand(val, b.body.dtype());
             std::string combined =
-                *vec_combine_text(*b.reduction, acc, vec_operand(val, b.body.dtype()));
+                is_mask_reduction(b)
+                    ? "(" + acc + (*b.reduction == ir::ReductionType::Any ? " | " : " & ") + step +
+                          ")"
+                    : *vec_combine_text(*b.reduction, acc, step);
             // Lanes past the end of the row keep the accumulator.
             line(acc + " = " + vec() + "::set(" + acc + ", " + combined + ", " + vec_->count +
                  ");");
@@ -346,6 +373,12 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
         if (is_arg_reduction(b)) {
           line("int64_t acci_" + n + " = coil_varg_result<" + (arg_is_max(b) ? "true" : "false") +
                ">(vacc_" + n + ", vidx_" + n + ");");
+          continue;
+        }
+        if (is_mask_reduction(b)) {
+          line("bool acc_" + n + " = " +
+               (*b.reduction == ir::ReductionType::Any ? "coil_vany(vacc_" : "coil_vall(vacc_") +
+               n + ");");
           continue;
         }
         line(t + " acc_" + n + " = at::vec::vec_reduce_all<" + t + ">([](const " + vec() +

@@ -79,4 +79,104 @@ void Emitter::check_lanes(Value v) {
   vec_lane_checks_ = true;
 }
 
+// The integer v computes as an expression of the loop variables: index values (no indirect
+// symbols), integer constants, and sums, differences, products, negations and absolute values of
+// them, and casts between integer types (exact: the caller checks the bounds).
+std::optional<Expr> Emitter::index_value_expr(Value v) const {
+  DType d = v.dtype();
+  if (graph::is_floating(d) || d == DType::Bool) return std::nullopt;
+  switch (v.op()) {
+    case Op::Constant:
+      return Expr(v->ivalue);
+    case Op::IndexExpr: {
+      if (ir::has_indirect(v->index)) return std::nullopt;
+      Expr at = v->index;
+      if (!row_rename_.empty()) at = sym::substitute(at, row_rename_);
+      return at;
+    }
+    case Op::Cast:
+    case Op::Neg:
+    case Op::Abs: {
+      auto a = index_value_expr(v->args[0]);
+      if (!a) return std::nullopt;
+      if (v.op() == Op::Neg) return -*a;
+      if (v.op() == Op::Abs) return sym::max(*a, -*a);
+      return *a;
+    }
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul: {
+      auto a = index_value_expr(v->args[0]), b = index_value_expr(v->args[1]);
+      if (!a || !b) return std::nullopt;
+      if (v.op() == Op::Add) return *a + *b;
+      if (v.op() == Op::Sub) return *a - *b;
+      return *a * *b;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// v's integer values as floating lanes (index_comparison's operands): an arange where v is
+// affine along the loop, else its operands' lanes combined; nullopt when some value on the way
+// may not be exact in the lane type.
+std::optional<std::string> Emitter::index_lanes(Value v) {
+  std::optional<Expr> e = index_value_expr(v);
+  if (!e) return std::nullopt;
+  Expr x = sym::simplify(*e, env_);
+  const int64_t exact = *vec_->elem == DType::Float64 ? (int64_t{1} << 53) : (int64_t{1} << 24);
+  sym::Range r = sym::bounds(x, env_);
+  if (r.lo == sym::Range::kNegInf || r.hi == sym::Range::kPosInf || r.lo < -exact || r.hi > exact)
+    return std::nullopt;
+  std::string lane_t = *vec_->elem == DType::Float64 ? "double" : "float";
+  if (!mentions_loop_var(x))
+    return vec() + "(static_cast<" + lane_t + ">(" + sym::to_cpp(x, env_) + "))";
+  std::optional<Expr> step = lane_step(x);
+  if (step && step->as_int()) {
+    return vec() + "::arange(static_cast<" + lane_t + ">(" + sym::to_cpp(x, env_) +
+           "), static_cast<" + lane_t + ">(" + std::to_string(*step->as_int()) + "))";
+  }
+  std::vector<std::string> ops;
+  for (const Value& a : v->args) {
+    std::optional<std::string> t = index_lanes(a);
+    if (!t) return std::nullopt;
+    ops.push_back(*t);
+  }
+  switch (v.op()) {
+    case Op::Cast:
+      return ops[0];
+    case Op::Neg:
+      return "(" + vec() + "(0) - " + ops[0] + ")";
+    case Op::Abs:
+      return ops[0] + ".abs()";
+    case Op::Add:
+      return "(" + ops[0] + " + " + ops[1] + ")";
+    case Op::Sub:
+      return "(" + ops[0] + " - " + ops[1] + ")";
+    case Op::Mul:
+      return "(" + ops[0] + " * " + ops[1] + ")";
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<std::string> Emitter::index_comparison(Value v) {
+  switch (v.op()) {
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (!index_value_expr(v->args[0]) || !index_value_expr(v->args[1])) return std::nullopt;
+  lane_type(vec_->elem ? *vec_->elem : DType::Float32);
+  std::optional<std::string> a = index_lanes(v->args[0]), b = index_lanes(v->args[1]);
+  if (!a || !b) return std::nullopt;
+  return vec_binary_text(v.op(), *a, *b, vec());
+}
+
 }  // namespace coil::codegen::cpp

@@ -148,6 +148,14 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
 
 void Emitter::vector_value(Value v) {
   DType d = v.dtype();
+  // Comparisons of index values (a causal mask): arange lanes, before the rule below.
+  if (std::optional<std::string> mask = index_comparison(v)) {
+    std::string name = "tmp" + std::to_string(next_tmp_++);
+    line("auto " + name + " = " + *mask + ";");
+    memo_.back()[v.get()] = name;
+    vec_names_.insert(name);
+    return;
+  }
   // Lane values (cpp_vec_gather.cpp) are used only as the indirect indices of loads and guards.
   bool gathers = false;
   for (const Value& a : v->args) {
@@ -227,9 +235,20 @@ void Emitter::vector_value(Value v) {
                           : "(" + c + " ? " + t + " : " + f + ")";
       break;
     }
+    case Op::LogicalNot:
+      // A mask's lanes flipped (every bit of each lane).
+      text = "(" + vec_operand(v->args[0]) + " ^ coil_vmask<" + vec() + ">(true))";
+      break;
     default: {
-      bool logical =
-          v.op() == Op::LogicalAnd || v.op() == Op::LogicalOr || v.op() == Op::LogicalXor;
+      Op op = v.op();
+      // &, |, ^ of bools are the logical ops (of masks).
+      if (d == DType::Bool && v->args.size() == 2 && v->args[0].dtype() == DType::Bool &&
+          v->args[1].dtype() == DType::Bool) {
+        if (op == Op::BitwiseAnd) op = Op::LogicalAnd;
+        if (op == Op::BitwiseOr) op = Op::LogicalOr;
+        if (op == Op::BitwiseXor) op = Op::LogicalXor;
+      }
+      bool logical = op == Op::LogicalAnd || op == Op::LogicalOr || op == Op::LogicalXor;
       for (const Value& a : v->args) {
         lane_type(a.dtype());
         if ((a.dtype() == DType::Bool) != logical) {
@@ -240,7 +259,7 @@ void Emitter::vector_value(Value v) {
       std::optional<std::string> t;
       if (v->args.size() == 1) t = vec_unary_text(v.op(), vec_operand(v->args[0]), vec());
       if (v->args.size() == 2) {
-        t = vec_binary_text(v.op(), vec_operand(v->args[0]), vec_operand(v->args[1]), vec());
+        t = vec_binary_text(op, vec_operand(v->args[0]), vec_operand(v->args[1]), vec());
         // A number that is not NaN first (relu's 0, a clamp's bound): one max/min instruction,
         // which gives its second operand on a tie (Maximum's rule) and passes a NaN there
         // through (at::vec::maximum's NaN check is for operands that both vary).

@@ -347,6 +347,24 @@ template <typename V>
 inline V coil_vmask(bool b) {
   return b ? (V(0) == V(0)) : V(0);
 }
+// Whether any (every) lane of a mask vector is set: the any/all reductions' last step. A set
+// lane's bits are all ones (a NaN as a float), which compares unequal to 0.
+template <typename V>
+inline bool coil_vany(const V& m) {
+  alignas(64) typename V::value_type a[V::size()];
+  m.store(a);
+  for (int l = 0; l < V::size(); ++l)
+    if (a[l] != 0) return true;
+  return false;
+}
+template <typename V>
+inline bool coil_vall(const V& m) {
+  alignas(64) typename V::value_type a[V::size()];
+  m.store(a);
+  for (int l = 0; l < V::size(); ++l)
+    if (!(a[l] != 0)) return false;
+  return true;
+}
 // Arg-reductions in vector form (argmax/argmin over float lanes): each lane keeps the best value
 // it has seen and its position, as int32 lanes of the same count (the reduction is shorter than
 // 2^31). A step's lanes take their value where it beats the lane's best (is_max: greater; a NaN

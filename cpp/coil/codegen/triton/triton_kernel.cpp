@@ -202,7 +202,9 @@ Expr Emitter::merge_contiguous(const Expr& e, const std::vector<Expr>& vars,
     stride = stride * sizes[i];
   }
   if (n - k < 2) return e;
-  Expr z = k == 0 ? flat : sym::mod(flat, product(sizes, k));
+  Expr inner = product(sizes, k);
+  if (inner == Expr(0)) return e;  // (a dim of size 0: no lane runs; see var_definition)
+  Expr z = k == 0 ? flat : sym::mod(flat, inner);
   Expr out = aff->constant + c * z;
   for (size_t i = 0; i < k; ++i) out = out + aff->coeffs[i] * vars[i];
   return out;
@@ -242,10 +244,19 @@ std::string Emitter::index_text(const Expr& e, int* dims) {
 }
 
 // x{i} (or r{i}) recovered from the flat index.
+// A kernel with a dim of size 0 runs no lane (its numel is 0, every lane masked off): its
+// variables are never used, and a divisor of 0 is taken as 1 (fuzzer seed 730022: every
+// zero-element graph failed to compile on the Triton backend).
 std::string Emitter::var_definition(size_t i, const std::vector<Expr>& sizes, const Expr& flat) {
-  Expr inner = product(sizes, i + 1);
+  auto nonzero = [](const Expr& e) { return e == Expr(0) ? Expr(1) : e; };
+  Expr inner = nonzero(product(sizes, i + 1));
   Expr e = sym::floordiv(flat, inner);
-  if (i > 0) e = sym::mod(e, sizes[i]);
+  if (i > 0) e = sym::mod(e, nonzero(sizes[i]));
+  e = sym::simplify(e, env_);
+  // A variable the same in every lane (a dim of size 1 or 0) is still a block, as indices and
+  // the pointers made from them must be (fuzzer seed 750074: `x1 = 0` made a scalar pointer
+  // for a block value).
+  if (e.is_int()) return printer_.print(flat) + " * 0 + " + printer_.print(e);
   return printer_.print(e);
 }
 

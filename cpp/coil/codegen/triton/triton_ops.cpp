@@ -144,8 +144,8 @@ std::string unary_text(Op op, const std::string& a, DType d) {
       return f ? call("libdevice.trunc", a) : a;
     case Op::Reciprocal:
       return "1.0 / " + a;
-    case Op::Sign:
-      return call("coil_sign", a);
+    case Op::Sign:  // (of a bool: itself; its int1 lanes have no subtraction)
+      return d == DType::Bool ? a : call("coil_sign", a);
     case Op::IsNan:
       return f ? "(" + a + " != " + a + ")" : "(" + a + " != " + a + ")";
     case Op::IsInf:

@@ -104,6 +104,9 @@ std::string Emitter::load_text(Value v, int* out_dims) {
   if (v->masked) mask = operand(v->args[0], false) + (mask.empty() ? "" : " & " + mask);
   // A mask spanning more than the index: the pointers are broadcast to the mask's shape.
   if ((mdims & ~idims) != 0) ptr = "tl.broadcast_to(" + ptr + ", " + shape(all) + ")";
+  // A mask the same in every lane is a one-lane block (a constant: tl.full([1], ...)); the
+  // pointer must be a block too (fuzzer seed 750012: a cat's piece read at index 0).
+  if (v->masked && all == kNone) ptr += " + tl.zeros([1], tl.int32)";
   *out_dims = all;
   if (mask.empty()) return "tl.load(" + ptr + ")";
   std::string other = graph::is_floating(v.dtype()) ? "0.0" : "0";
