@@ -194,8 +194,8 @@ graph::Graph softmax_gathered_bias() {
   Arg idx = g.input("arg3_1", contiguous({16, 16}, DType::Int64));
   Arg exp = g.call("exp", "aten.exp.default", {scale}, contiguous({2, 1, 1}));
   Arg mul = g.call("mul", "aten.mul.Tensor", {x, exp}, contiguous({8, 2, 16, 16}));
-  Arg bias = g.call("index", "aten.index.Tensor", {table, Arg::list_of({idx})},
-                    contiguous({16, 16}));
+  Arg bias =
+      g.call("index", "aten.index.Tensor", {table, Arg::list_of({idx})}, contiguous({16, 16}));
   Arg sig = g.call("sigmoid", "aten.sigmoid.default", {bias}, contiguous({16, 16}));
   Arg add = g.call("add", "aten.add.Tensor", {mul, sig}, contiguous({8, 2, 16, 16}));
   Arg out = g.call("_softmax", "aten._softmax.default", {add, iarg(-1), barg(false)},
