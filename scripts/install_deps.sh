@@ -12,4 +12,4 @@ fi
 # torch is pinned: the CPU build of exactly this version is what the project is tested with.
 "$PY" -m pip install -q "torch==2.13.0"
 # expecttest: imported by torch.testing._internal (the OpInfo database of tests/python/test_opinfo.py).
-"$PY" -m pip install -q nanobind scikit-build-core cmake ninja pytest expecttest transformers matplotlib "triton==3.6.0"
+"$PY" -m pip install -q nanobind scikit-build-core cmake ninja pytest pytest-xdist expecttest transformers matplotlib "triton==3.6.0"
