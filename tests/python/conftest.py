@@ -129,6 +129,24 @@ def coil_mod():
     return requires_coil()
 
 
+@pytest.fixture
+def vectorize(monkeypatch):
+    """Every C++ kernel in vector form (the default, "auto", keeps small kernels scalar)."""
+    import coil
+
+    monkeypatch.setattr(coil.config.options, "cpp_vectorize", "on")
+
+
+@pytest.fixture
+def debug(monkeypatch, tmp_path):
+    """The compiled graphs' debug folders under tmp_path (returned): kernel_text(debug) reads
+    their kernels."""
+    import coil
+
+    monkeypatch.setattr(coil.config.options, "debug_dir", str(tmp_path))
+    return tmp_path
+
+
 # --------------------------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------------------------

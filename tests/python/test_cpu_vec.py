@@ -24,22 +24,6 @@ pytestmark = pytest.mark.skipif(BACKEND != "coil", reason="tests coil's C++ kern
 F32, F64 = torch.float32, torch.float64
 
 
-@pytest.fixture
-def vectorize(monkeypatch):
-    """Every kernel in vector form (the default, "auto", keeps small kernels scalar)."""
-    import coil
-
-    monkeypatch.setattr(coil.config.options, "cpp_vectorize", "on")
-
-
-@pytest.fixture
-def debug(monkeypatch, tmp_path):
-    import coil
-
-    monkeypatch.setattr(coil.config.options, "debug_dir", str(tmp_path))
-    return tmp_path
-
-
 # (4, 37): 37 lanes leave a tail of 5 (AVX-512) or 5 (AVX2) in every row.
 SHAPE = (4, 37)
 

@@ -17,22 +17,6 @@ GATHERED = "indirect loads gathered lane by lane"
 H, N, T = 3, 37, 11  # 37: a masked vector tail in every row
 
 
-@pytest.fixture
-def vectorize(monkeypatch):
-    """Every kernel in vector form (the default, "auto", keeps small kernels scalar)."""
-    import coil
-
-    monkeypatch.setattr(coil.config.options, "cpp_vectorize", "on")
-
-
-@pytest.fixture
-def debug(monkeypatch, tmp_path):
-    import coil
-
-    monkeypatch.setattr(coil.config.options, "debug_dir", str(tmp_path))
-    return tmp_path
-
-
 def _biased(x, t, idx):
     """x [B, H, N] plus sigmoid of a table t [H, T] gathered along the row by idx [N]."""
     return x * 2 + torch.sigmoid(t[:, idx]).to(x.dtype)

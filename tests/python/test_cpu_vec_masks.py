@@ -16,21 +16,6 @@ pytestmark = pytest.mark.skipif(BACKEND != "coil", reason="tests coil's C++ kern
 N = 37  # a masked vector tail in every row
 
 
-@pytest.fixture
-def vectorize(monkeypatch):
-    import coil
-
-    monkeypatch.setattr(coil.config.options, "cpp_vectorize", "on")
-
-
-@pytest.fixture
-def debug(monkeypatch, tmp_path):
-    import coil
-
-    monkeypatch.setattr(coil.config.options, "debug_dir", str(tmp_path))
-    return tmp_path
-
-
 def _loops(debug) -> list[str]:
     return re.findall(r"// decision: loop [rx]\d+ .*", kernel_text(debug))
 

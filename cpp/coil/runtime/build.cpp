@@ -395,6 +395,23 @@ std::string precompiled_header(const BuildOptions& opts, const std::string& cach
   return header;
 }
 
+// Runs argv with its output to log_path (kept when not empty; written through a temporary
+// file); returns the wait status and the output.
+int run_logged(const std::vector<std::string>& argv, const std::string& program,
+               const std::string& log_path, std::string* output) {
+  TempFile log(temp_path_for(log_path));
+  Fd log_fd(::open(log.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (log_fd.get() < 0) {
+    throw BuildError("coil: could not create '" + log.path() + "': " + errno_text(errno) +
+                     ". Check that the cache directory is writable.");
+  }
+  int status = wait_program(spawn_program(argv, log_fd.get()), program);
+  log_fd.reset();
+  read_whole_file(log.path(), output);
+  if (!output->empty() && ::rename(log.path().c_str(), log_path.c_str()) == 0) log.release();
+  return status;
+}
+
 // Compiles source_path into out_path. The compiler's output goes to <entry_dir>/build.log
 // (kept when it is not empty); a failure throws BuildError carrying that output.
 void compile(const BuildOptions& opts, const std::string& entry_dir, const std::string& source_path,
@@ -409,18 +426,8 @@ void compile(const BuildOptions& opts, const std::string& entry_dir, const std::
   argv.push_back(out_path);
 
   const std::string log_path = entry_dir + "/build.log";
-  TempFile log(temp_path_for(log_path));
-  Fd log_fd(::open(log.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (log_fd.get() < 0) {
-    throw BuildError("coil: could not create '" + log.path() + "': " + errno_text(errno) +
-                     ". Check that the cache directory is writable.");
-  }
-  int status = wait_program(spawn_program(argv, log_fd.get()), opts.compiler);
-  log_fd.reset();
-
   std::string output;
-  read_whole_file(log.path(), &output);
-  if (!output.empty() && ::rename(log.path().c_str(), log_path.c_str()) == 0) log.release();
+  int status = run_logged(argv, opts.compiler, log_path, &output);
   if (succeeded(status)) return;
   throw BuildError("coil: the C++ compiler failed on a generated kernel (" + opts.compiler + " " +
                    describe_status(status) + ").\n  source:  " + source_path +
@@ -497,17 +504,8 @@ void compile_units(const BuildOptions& opts, const std::string& entry_dir,
   link.push_back("-o");
   link.push_back(out_path);
   const std::string log_path = entry_dir + "/build.log";
-  TempFile log(temp_path_for(log_path));
-  Fd log_fd(::open(log.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (log_fd.get() < 0) {
-    throw BuildError("coil: could not create '" + log.path() + "': " + errno_text(errno) +
-                     ". Check that the cache directory is writable.");
-  }
-  int status = wait_program(spawn_program(link, log_fd.get()), opts.compiler);
-  log_fd.reset();
   std::string output;
-  read_whole_file(log.path(), &output);
-  if (!output.empty() && ::rename(log.path().c_str(), log_path.c_str()) == 0) log.release();
+  int status = run_logged(link, opts.compiler, log_path, &output);
   if (!succeeded(status)) {
     throw BuildError("coil: linking the kernels' objects failed (" + opts.compiler + " " +
                      describe_status(status) + ").\n  command: " + render_command(link) +
