@@ -87,3 +87,12 @@ def test_index_values_beyond_float_integers_stay_scalar(vectorize, debug):
     big = 1 << 25
     check(lambda x: torch.where(torch.arange(N) + big >= big + 7, x, 0.0).sum(-1), x)
     assert any("scalar" in line for line in _loops(debug)), _loops(debug)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+def test_positions_cast_to_narrow_integers_wrap_as_eager(dtype, vectorize, debug):
+    # (arange - 3) as uint8 is 253, 254, 255, 0, ...: a comparison of the wrapped values, which
+    # the exact integers of the positions would get wrong (such loops stay scalar).
+    x = make_tensor((2, N))
+    check(lambda x: torch.where((torch.arange(N) - 3).to(dtype) >= 100, x, 0.0).sum(-1), x)
+    check(lambda x: torch.where((torch.arange(N) * 9).to(dtype) < 20, x, 1.0).amax(-1), x)

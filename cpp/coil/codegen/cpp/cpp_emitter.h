@@ -192,6 +192,7 @@ class Emitter {
   // an integer or its values are not all exact in the lane type (cpp_vec_gather.cpp).
   std::optional<std::string> index_comparison(Value v);
   std::optional<Expr> index_value_expr(Value v) const;
+  std::optional<Expr> index_value_expr_unchecked(Value v) const;
   std::optional<std::string> index_lanes(Value v);
   // A Guard whose indirect operands include lane values: each lane's indices checked.
   void check_lanes(Value v);

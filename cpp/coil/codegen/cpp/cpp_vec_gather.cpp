@@ -83,8 +83,21 @@ void Emitter::check_lanes(Value v) {
 // symbols), integer constants, and sums, differences, products, negations and absolute values of
 // them, and casts between integer types (exact: the caller checks the bounds).
 std::optional<Expr> Emitter::index_value_expr(Value v) const {
+  // int32/int64 values only, each within int32's range: no value on the way wraps as a narrower
+  // integer type would (a uint8 cast of -1 is 255, not -1).
   DType d = v.dtype();
-  if (graph::is_floating(d) || d == DType::Bool) return std::nullopt;
+  if (d != DType::Int64 && d != DType::Int32) return std::nullopt;
+  std::optional<Expr> e = index_value_expr_unchecked(v);
+  if (!e) return std::nullopt;
+  sym::Range r = sym::bounds(sym::simplify(*e, env_), env_);
+  constexpr int64_t kInt32 = int64_t{1} << 31;
+  if (r.lo == sym::Range::kNegInf || r.hi == sym::Range::kPosInf || r.lo < -kInt32 ||
+      r.hi >= kInt32)
+    return std::nullopt;
+  return e;
+}
+
+std::optional<Expr> Emitter::index_value_expr_unchecked(Value v) const {
   switch (v.op()) {
     case Op::Constant:
       return Expr(v->ivalue);
