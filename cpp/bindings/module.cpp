@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "coil/codegen/cpp/prelude.h"
+#include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
 #include "coil/compile.h"
 #include "coil/graph/serialize.h"
 #include "coil/lower/attention_pattern.h"
@@ -26,7 +27,7 @@ NB_MODULE(_C, m) {
          const std::string& cpu_backend, const std::string& channels_last,
          const std::string& gemm_padding, bool inference, bool fallback_random,
          const std::string& cpp_vectorize, bool attention_rewrite, bool inputs_freed,
-         bool triton_gpu_source) {
+         bool triton_gpu_source, bool cpp_wrapper, bool cpp_wrapper_checks) {
         coil::graph::Graph g = coil::graph::from_json(graph_json);
         coil::CompileOptions opts;
         opts.debug_dir = debug_dir;
@@ -40,6 +41,8 @@ NB_MODULE(_C, m) {
         opts.attention_rewrite = attention_rewrite;
         opts.inputs_freed = inputs_freed;
         opts.triton_gpu_source = triton_gpu_source;
+        opts.cpp_wrapper = cpp_wrapper;
+        opts.cpp_wrapper_checks = cpp_wrapper_checks;
         coil::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -48,6 +51,8 @@ NB_MODULE(_C, m) {
         nb::dict out;
         out["output_code"] = r.output_code;
         out["backend"] = r.backend;
+        out["wrapper"] = r.wrapper;
+        out["cpp_wrapper_blocker"] = r.cpp_wrapper_blocker;
         out["kernel_source"] = r.kernel_source;
         out["triton_gpu_source"] = r.triton_gpu_source;
         out["kernel_names"] = r.kernel_names;
@@ -62,7 +67,8 @@ NB_MODULE(_C, m) {
       nb::arg("gemm_padding") = "auto", nb::arg("inference") = true,
       nb::arg("fallback_random") = false, nb::arg("cpp_vectorize") = "auto",
       nb::arg("attention_rewrite") = true, nb::arg("inputs_freed") = false,
-      nb::arg("triton_gpu_source") = false,
+      nb::arg("triton_gpu_source") = false, nb::arg("cpp_wrapper") = false,
+      nb::arg("cpp_wrapper_checks") = false,
       "Compiles a graph (coil.graph JSON) and returns the wrapper module source and artifacts.");
   m.def(
       "graph_text",
@@ -112,5 +118,6 @@ NB_MODULE(_C, m) {
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
   m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;
+  m.attr("CPP_WRAPPER_HEADERS") = coil::codegen::kCppWrapperHeaders;
   bind_runtime(m);
 }

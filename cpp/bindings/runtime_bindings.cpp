@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "coil/runtime/build.h"
+#include "coil/runtime/graph_abi.h"
 #include "coil/runtime/library.h"
 #include "coil/runtime/memory.h"
 
@@ -193,6 +194,55 @@ Kernel make_kernel(const KernelLibrary& self, const std::string& name, Py_ssize_
   return kernel;
 }
 
+// A graph's coil_graph_run (runtime/graph_abi.h) in a loaded library.
+struct GraphRun {
+  coil::runtime::GraphRunFn run = nullptr;
+  coil::runtime::GraphTextFn error = nullptr;
+  std::string signature;
+  std::shared_ptr<Library> library;
+};
+
+GraphRun make_graph_run(const KernelLibrary& self) {
+  GraphRun g;
+  g.run = reinterpret_cast<coil::runtime::GraphRunFn>(
+      self.library->symbol(coil::runtime::kGraphRunSymbol));
+  g.error = reinterpret_cast<coil::runtime::GraphTextFn>(
+      self.library->symbol(coil::runtime::kGraphErrorSymbol));
+  g.signature = reinterpret_cast<coil::runtime::GraphTextFn>(
+      self.library->symbol(coil::runtime::kGraphSignatureSymbol))();
+  g.library = self.library;
+  return g;
+}
+
+// (code, outputs): the output handles (capsules, as torch._C._aoti makes and takes them; None
+// for a None output) when code is 0, else (code, message). Inputs are capsules of handles.
+nb::tuple run_graph(const GraphRun& g, nb::list inputs, const std::vector<int64_t>& scalars,
+                    size_t num_outputs) {
+  std::vector<void*> in(inputs.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i] = PyCapsule_GetPointer(inputs[i].ptr(), nullptr);
+    if (!in[i]) throw nb::python_error();
+  }
+  std::vector<void*> out(num_outputs, nullptr);
+  int32_t code;
+  std::string message;
+  {
+    nb::gil_scoped_release release;
+    code = g.run(in.data(), scalars.data(), out.data());
+    if (code != coil::runtime::kGraphOk) message = g.error();
+  }
+  if (code != coil::runtime::kGraphOk) return nb::make_tuple(code, message);
+  nb::list handles;
+  for (void* h : out) {
+    if (!h) {
+      handles.append(nb::none());
+      continue;
+    }
+    handles.append(nb::steal(PyCapsule_New(h, nullptr, nullptr)));
+  }
+  return nb::make_tuple(code, handles);
+}
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
@@ -233,5 +283,14 @@ void bind_runtime(nb::module_& m) {
           nb::arg("so_path"))
       .def_prop_ro("path", [](const KernelLibrary& lib) { return lib.library->path(); })
       .def("kernel", &make_kernel, nb::arg("name"), nb::arg("num_ptrs"), nb::arg("num_ints"),
-           "The kernel `extern \"C\" void name(void* const* ptrs, const int64_t* ints)`.");
+           "The kernel `extern \"C\" void name(void* const* ptrs, const int64_t* ints)`.")
+      .def("graph_run", &make_graph_run,
+           "The library's coil_graph_run, for a graph built with a C++ wrapper.");
+
+  nb::class_<GraphRun>(m, "GraphRun", "A graph's coil_graph_run (runtime/graph_abi.h).")
+      .def_prop_ro("signature", [](const GraphRun& g) { return g.signature; })
+      .def("__call__", &run_graph, nb::arg("inputs"), nb::arg("scalars"), nb::arg("num_outputs"),
+           "Runs the graph on tensor handles (ints; the call takes them) and int scalars: "
+           "(0, output handles as ints, 0 for None) or (error code, message). The GIL is "
+           "released while it runs.");
 }

@@ -8,6 +8,7 @@
 #include "coil/codegen/kernel_dedup.h"
 #include "coil/codegen/triton/triton_kernel.h"
 #include "coil/codegen/triton/triton_prelude.h"
+#include "coil/codegen/wrapper/cpp_wrapper.h"
 #include "coil/codegen/wrapper/python_wrapper.h"
 #include "coil/debug/debug_dir.h"
 #include "coil/graph/serialize.h"
@@ -155,8 +156,18 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       }
       r.artifacts["kernels_gpu_form.py"] = r.triton_gpu_source;
     }
-    r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source,
-                                                   opts.title, r.backend);
+    if (opts.cpp_wrapper) r.cpp_wrapper_blocker = codegen::cpp_wrapper_blocker(prog, r.backend);
+    if (opts.cpp_wrapper && r.cpp_wrapper_blocker.empty()) {
+      std::string wrapper =
+          codegen::render_cpp_wrapper(prog, schedule, kernels, opts.title, opts.cpp_wrapper_checks);
+      r.artifacts["wrapper.cpp"] = wrapper;
+      r.kernel_source = (kernels.empty() ? source : r.kernel_source) + wrapper;
+      r.wrapper = "cpp";
+      r.output_code = codegen::render_python_bridge(prog, kernels, r.kernel_source, opts.title);
+    } else {
+      r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source,
+                                                     opts.title, r.backend);
+    }
     r.artifacts["output_code.py"] = r.output_code;
     if (!kernels.empty()) r.artifacts["kernels" + ext] = r.kernel_source;
     r.artifacts["provenance.json"] = debug::provenance_json(prog, kernels);

@@ -38,6 +38,11 @@ struct CompileOptions {
   // GPU-target compile check, python/coil/triton_check.py; kernels of CPU tensors are otherwise
   // rendered for Triton's interpreter).
   bool triton_gpu_source = false;
+  // The wrapper as C++ in the kernel library (codegen/wrapper/cpp_wrapper.h) where the graph
+  // allows it (CompileResult::cpp_wrapper_blocker says why not); cpp_wrapper_checks: its entry
+  // checks its inputs first (AOT packages).
+  bool cpp_wrapper = false;
+  bool cpp_wrapper_checks = false;
 };
 
 struct CompileResult {
@@ -47,6 +52,9 @@ struct CompileResult {
   // With CompileOptions::triton_gpu_source, for a Triton graph: the prelude and every kernel (each
   // under its own name, identical ones included) as a GPU gets them.
   std::string triton_gpu_source;
+  // "cpp" when the graph runs through a C++ wrapper (in kernel_source), else "python".
+  std::string wrapper = "python";
+  std::string cpp_wrapper_blocker;  // with CompileOptions::cpp_wrapper: why the wrapper is Python
   std::vector<std::string> kernel_names;
   std::vector<std::string> fallback_ops;
   std::vector<std::string> extern_ops;

@@ -47,6 +47,10 @@ class CompiledGraph:
     graph_id: int
     kind: str  # "inference", "forward", "backward", "subgraph" (a control-flow op's branch or body)
     backend: str = ""  # "cpp" or "triton": which renderer made the kernels
+    # "cpp": the graph runs through a C++ wrapper in its kernel library (option cpp_wrapper);
+    # "python": through its generated Python module. cpp_wrapper_blocker: why not C++ when asked.
+    wrapper: str = "python"
+    cpp_wrapper_blocker: str = ""
     kernel_names: list = dataclasses.field(default_factory=list)
     fallback_ops: list = dataclasses.field(default_factory=list)
     extern_ops: list = dataclasses.field(default_factory=list)
@@ -293,7 +297,10 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
             # them: the launch order counts that memory (sched/launch_order.cpp).
             inputs_freed=kind == "backward",
             triton_gpu_source=bool(opts.triton_check_target),
+            cpp_wrapper=bool(opts.cpp_wrapper),
         )
+        record.wrapper = result["wrapper"]
+        record.cpp_wrapper_blocker = result["cpp_wrapper_blocker"]
         record.backend = result["backend"]
         record.kernel_names = list(result["kernel_names"])
         record.fallback_ops = list(result["fallback_ops"])

@@ -32,6 +32,8 @@ COIL_TRITON_CHECK=sm_90 every module coil loads with Triton kernels also compile
                         that does not compile fails the graph's compile. For testing, with
                         COIL_CPU_BACKEND=triton TRITON_INTERPRET=1, whose interpreter compiles
                         nothing.
+COIL_CPP_WRAPPER=1      CPU graphs run through a C++ wrapper built with their kernels (cpp_wrapper
+                        option): one call per graph call, no Python per kernel
 COIL_PARTITIONER=name   how training graphs split into forward and backward: "min_cut" (default;
                         recomputes cheap ops in the backward instead of saving them) or "default"
                         (AOTAutograd's default partitioner: saves what the backward reads)
@@ -101,6 +103,10 @@ class Options:
     # A CUDA architecture ("sm_90") every Triton kernel is also compiled for when its module loads
     # (python/coil/triton_check.py); None: no such check.
     triton_check_target: str | None = None
+    # The program that runs each CPU graph (allocations, kernel calls, library calls) as C++ built
+    # into its kernel library, called once per graph call (codegen/wrapper/cpp_wrapper.h), where
+    # the graph allows it; otherwise, and for GPU graphs, the generated Python module runs it.
+    cpp_wrapper: bool = False
 
 
 def _from_env() -> Options:
@@ -136,6 +142,8 @@ def _from_env() -> Options:
         opts.cpp_vectorize = {"1": "on", "0": "off"}.get(v, v)
     if os.environ.get("COIL_TRITON_CHECK", "0") not in ("", "0"):
         opts.triton_check_target = os.environ["COIL_TRITON_CHECK"]
+    if os.environ.get("COIL_CPP_WRAPPER"):
+        opts.cpp_wrapper = os.environ["COIL_CPP_WRAPPER"] not in ("0", "false", "False")
     if os.environ.get("CXX"):
         opts.compiler = os.environ["CXX"]
     _check_choices(dataclasses.asdict(opts), "environment")

@@ -275,6 +275,43 @@ def _scalar_type(val) -> str:
     return ""
 
 
+def _c_type(t) -> str | None:
+    """A schema type as a C++ wrapper passes it to ATen's dispatcher (graph::CArg::type), or None
+    where it cannot yet (Generator, Storage, lists of bools or of Scalars, ...)."""
+    kind = t.kind()
+    if kind == "OptionalType":
+        inner = _c_type(t.getElementType())
+        return inner + "?" if inner and not inner.endswith("?") else None
+    if kind == "ListType":
+        inner = _c_type(t.getElementType())
+        return inner + "[]" if inner in ("int", "float", "Tensor", "Tensor?") else None
+    return {"TensorType": "Tensor", "IntType": "int", "SymIntType": "int", "FloatType": "float",
+            "BoolType": "bool", "ScalarTypeType": "ScalarType", "NumberType": "Scalar",
+            "StringType": "str", "DeviceObjType": "Device", "LayoutType": "Layout",
+            "MemoryFormatType": "MemoryFormat"}.get(kind)
+
+
+def _c_args(op, node: torch.fx.Node) -> list | None:
+    """graph::Node::c_args: each schema argument as [name, type] or, where the node gives no
+    value, [name, type, default]; None when the op takes or returns what a C++ wrapper cannot
+    pass (it then leaves the graph to the Python one)."""
+    schema = op._schema
+    if not schema.returns or any(_c_type(r.real_type) != "Tensor" for r in schema.returns):
+        return None
+    out = []
+    for i, a in enumerate(schema.arguments):
+        c = _c_type(a.real_type)
+        if c is None:
+            return None
+        if i < len(node.args) or a.name in node.kwargs:
+            out.append([a.name, c])
+        elif a.has_default_value():
+            out.append([a.name, c, _arg(a.default_value, node.name)])
+        else:
+            return None
+    return out
+
+
 def _call_node(node: torch.fx.Node) -> dict:
     target = _target(node)
     args = list(node.args)
@@ -287,7 +324,7 @@ def _call_node(node: torch.fx.Node) -> dict:
         args[1] = str(op)
         if not op._schema.returns and isinstance(val, (tuple, list)):
             val = val[:1]  # (token, None): the op returns nothing
-    return {
+    out = {
         "name": node.name,
         "kind": "call",
         "target": target,
@@ -297,6 +334,11 @@ def _call_node(node: torch.fx.Node) -> dict:
         "scalar_type": _scalar_type(val),
         "stack_trace": node.meta.get("stack_trace") or "",
     }
+    if isinstance(node.target, torch._ops.OpOverload):
+        c_args = _c_args(node.target, node)
+        if c_args:
+            out["c_args"] = c_args
+    return out
 
 
 def _is_subgraph_of_higher_order_ops(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:

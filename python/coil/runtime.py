@@ -325,25 +325,67 @@ def _vec_flags() -> tuple | None:
     return None
 
 
-def load_cpp(source: str, aten_headers: bool = False, vec: bool = False):
+def wrapper_flags() -> tuple:
+    """Flags for a kernel file holding a C++ wrapper (codegen/wrapper/cpp_wrapper.h): torch's
+    headers (its C shim) and its CPU library."""
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    return aten_header_flags() + (f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}")
+
+
+def load_cpp(source: str, aten_headers: bool = False, vec: bool = False, wrapper: bool = False):
     """Builds (or finds in the cache) the shared library for `source` and loads it.
     aten_headers: the source includes ATen's headers (kernels calling its special functions).
-    vec: the source has vector loops (at::vec)."""
+    vec: the source has vector loops (at::vec). wrapper: it holds a C++ wrapper."""
     opts = config.options
-    flags = (vec_flags() or _vec_base_flags()) if vec else aten_header_flags() if aten_headers else None
+    flags = ((vec_flags() or _vec_base_flags()) if vec else wrapper_flags() if wrapper
+             else aten_header_flags() if aten_headers else None)
     built = _C.build_shared_library(
         source,
         cache_dir=opts.cache_dir,
         compiler=opts.compiler,
         flags=list(flags) if flags else None,
         inject_build_failure=opts.inject_build_failure,
-        # at::vec's headers take a second to parse: precompiled once, in the cache.
-        precompiled_header=_C.VEC_HEADERS if vec else "",
+        # at::vec's headers take a second to parse, ATen's dispatcher (a C++ wrapper's) four:
+        # precompiled once, in the cache.
+        precompiled_header=((_C.VEC_HEADERS if vec else "")
+                            + (_C.CPP_WRAPPER_HEADERS if wrapper else "")),
     )
     if "perf" in opts.logs:
         state = "cache hit" if built["cache_hit"] else f"built in {built['seconds']:.2f} s"
         print(f"[coil] kernels: {built['so_path']} ({state})", file=sys.stderr)
     return _C.KernelLibrary(built["so_path"])
+
+
+_to_handles = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors
+_from_handles = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs
+
+
+class GraphEntry:
+    """call(args) of a graph whose wrapper is C++ (runtime/graph_abi.h): the tensor inputs cross
+    as AtenTensorHandles (new references the graph releases after their last use), the int
+    inputs as int64s, and the outputs come back as handles, stolen into tensors."""
+
+    def __init__(self, lib, tensors: list, scalars: list, outputs: int):
+        self._run = lib.graph_run()
+        self._tensors = tensors
+        self._scalars = scalars
+        self._outputs = outputs
+
+    def __call__(self, args):
+        tensors = [args[i] for i in self._tensors]
+        scalars = [int(args[i]) for i in self._scalars]
+        args.clear()
+        handles = _to_handles(tensors)
+        del tensors
+        code, out = self._run(handles, scalars, self._outputs)
+        if code == 2:
+            raise IndexOutOfBoundsError(out)
+        if code:
+            raise RuntimeError(f"coil: {out}")
+        if None not in out:
+            return tuple(_from_handles(out))
+        made = iter(_from_handles([h for h in out if h is not None]))
+        return tuple(None if h is None else next(made) for h in out)
 
 
 def load_module(source: str, name: str, path: str | None = None) -> types.ModuleType:

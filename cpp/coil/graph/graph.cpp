@@ -163,6 +163,12 @@ sym::RangeEnv Graph::symbol_env() const {
   return env;
 }
 
+void Graph::set_c_args(int id, std::vector<CArg> c_args) {
+  if (id < 0 || id >= int(nodes_.size()) || nodes_[id].kind != NodeKind::Call)
+    throw GraphError("set_c_args: node #" + std::to_string(id) + " is not a call");
+  nodes_[id].c_args = std::move(c_args);
+}
+
 int Graph::add_call(std::string name, std::string target, std::vector<Arg> args,
                     std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
                     std::string stack_trace, std::string scalar_type) {

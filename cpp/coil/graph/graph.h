@@ -133,6 +133,20 @@ struct SizeSymbol {
   }
 };
 
+// One argument of an op's schema as a C++ wrapper passes it (Node::c_args).
+struct CArg {
+  std::string name;  // the schema's name: the node's kwarg of that name, when not positional
+  // "Tensor", "int", "float", "bool", "Scalar", "ScalarType", "str", "Device", "Layout",
+  // "MemoryFormat", "int[]", "float[]", "Tensor[]", "Tensor?[]"; "?" appended when optional
+  // ("Tensor?", "int[]?").
+  std::string type;
+  std::optional<Arg> default_value;  // when the node gives neither a positional nor a kwarg
+  bool operator==(const CArg& o) const {
+    return name == o.name && type == o.type &&
+           default_value.has_value() == o.default_value.has_value();
+  }
+};
+
 struct Node {
   int id = -1;       // index in Graph::nodes()
   std::string name;  // FX node name: "arg0_1", "add", "amax_1"
@@ -148,6 +162,11 @@ struct Node {
   // known. The wrapper binds a symbol from the input that carries it.
   std::optional<sym::Expr> symint_value;
   std::string stack_trace;  // the user's source line(s) that produced this node, if known
+  // ATen calls a C++ wrapper can make (boxed, through the dispatcher): every argument of the
+  // op's schema in order, with its type and, where the node leaves it out, its default. Empty
+  // when the op has an argument or result it cannot pass (python/coil/fx_import.py decides from
+  // the schema).
+  std::vector<CArg> c_args;
 
   const Arg* kwarg(const std::string& key) const;
 };
@@ -165,6 +184,8 @@ class Graph {
   int add_call(std::string name, std::string target, std::vector<Arg> args,
                std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
                std::string stack_trace = "", std::string scalar_type = "");
+  // Node::c_args of call `id`.
+  void set_c_args(int id, std::vector<CArg> c_args);
   // The graph's outputs: a list of Arg (nodes, or None / constants).
   int set_output(std::vector<Arg> outputs);
   // Registers a backed size symbol (names are unique; GraphError otherwise).

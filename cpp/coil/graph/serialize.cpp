@@ -178,6 +178,15 @@ Json node_to_json(const Node& n, const Graph& g) {
       // Written only for calls that produce a number, so other graphs' JSON stays as it was.
       if (!n.scalar_type.empty()) obj.set("scalar_type", n.scalar_type);
       obj.set("stack_trace", n.stack_trace);
+      if (!n.c_args.empty()) {  // [name, type] or [name, type, default]
+        Json arr = Json::array();
+        for (const CArg& c : n.c_args) {
+          Json item = Json::array({Json(c.name), Json(c.type)});
+          if (c.default_value) item.push_back(arg_to_json(*c.default_value, g, 1));
+          arr.push_back(std::move(item));
+        }
+        obj.set("c_args", std::move(arr));
+      }
       break;
     }
     case NodeKind::Output:
@@ -221,6 +230,7 @@ class Reader {
   TensorMeta read_meta(const Json& j);
   std::vector<TensorMeta> read_metas(const Json* j);
   Arg read_arg(const Json& j);
+  std::vector<CArg> read_c_args(const Json& j);
   Arg read_tagged_arg(const std::string& tag, const Json& v);
   Arg read_float(const Json& v);
   Arg read_node_ref(const Json& v);
@@ -340,10 +350,10 @@ void Reader::read_node(const Json& j, Graph& g) {
   std::string name = read_string(j, "name", "a node", true);
   if (name.empty()) fail("\"name\" is empty; every node needs a name");
   path_.back() += " ('" + name + "')";
-  check_keys(
-      j,
-      {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace", "value"},
-      "a node");
+  check_keys(j,
+             {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace",
+              "value", "c_args"},
+             "a node");
   if (ids_.count(name)) {
     fail("duplicate node name '" + name + "' (also node #" + std::to_string(ids_.at(name)) +
          "); node names must be unique");
@@ -389,6 +399,7 @@ void Reader::read_node(const Json& j, Graph& g) {
     } else if (kind == "call") {
       id = g.add_call(name, std::move(target), std::move(args), std::move(kwargs), std::move(meta),
                       std::move(stack_trace), std::move(scalar_type));
+      if (const Json* c = j.find("c_args")) g.set_c_args(id, read_c_args(*c));
     } else {
       id = g.set_output(std::move(args));
     }
@@ -549,6 +560,22 @@ std::vector<TensorMeta> Reader::read_metas(const Json* j) {
   for (size_t i = 0; i < j->size(); ++i) {
     Scope scope(*this, "meta[" + std::to_string(i) + "]");
     out.push_back(read_meta(j->items()[i]));
+  }
+  return out;
+}
+
+std::vector<CArg> Reader::read_c_args(const Json& j) {
+  Scope scope(*this, "c_args");
+  if (!j.is_array()) fail("\"c_args\" must be an array of [name, type] or [name, type, default]");
+  std::vector<CArg> out;
+  for (const Json& item : j.items()) {
+    if (!item.is_array() || item.size() < 2 || item.size() > 3 || !item.items()[0].is_string() ||
+        !item.items()[1].is_string()) {
+      fail("each of \"c_args\" must be [name, type] or [name, type, default]");
+    }
+    CArg c{item.items()[0].as_string(), item.items()[1].as_string(), std::nullopt};
+    if (item.size() == 3) c.default_value = read_arg(item.items()[2]);
+    out.push_back(std::move(c));
   }
   return out;
 }

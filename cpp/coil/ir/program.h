@@ -112,6 +112,9 @@ struct ExternCall {
   // call's result (an alias of them) is ever reused.
   std::vector<std::string> mutates;
   std::string origin;  // the graph node
+  // The op's schema as a C++ wrapper passes it (graph::Node::c_args); empty: only the Python
+  // wrapper can make this call.
+  std::vector<graph::CArg> c_args;
 };
 
 struct Buffer {

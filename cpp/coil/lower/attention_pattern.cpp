@@ -358,6 +358,16 @@ std::vector<Expr> dense_like(const std::vector<Expr>& sizes, const std::vector<E
   return strides;
 }
 
+// The schema of the call the rewrite makes, as a C++ wrapper passes it (graph::Node::c_args):
+// scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+// is_causal=False, *, scale=None, enable_gqa=False).
+std::vector<graph::CArg> sdpa_c_args() {
+  return {{"query", "Tensor", std::nullopt},          {"key", "Tensor", std::nullopt},
+          {"value", "Tensor", std::nullopt},          {"attn_mask", "Tensor?", Arg::none()},
+          {"dropout_p", "float", Arg::floating(0.0)}, {"is_causal", "bool", Arg::boolean(false)},
+          {"scale", "float?", Arg::none()},           {"enable_gqa", "bool", Arg::boolean(false)}};
+}
+
 Arg size_arg(const Expr& e) {
   auto v = e.as_int();
   return v ? Arg::integer(*v) : Arg::symbolic(e);
@@ -431,6 +441,7 @@ std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
           out.add_call(name, "aten.scaled_dot_product_attention.default",
                        {Arg::node_ref(ids[m.q]), Arg::node_ref(ids[m.k]), Arg::node_ref(ids[m.v])},
                        kwargs, {result}, n.stack_trace);
+      out.set_c_args(call, sdpa_c_args());
       std::vector<Arg> shape;
       for (const Expr& e : n.meta[0].sizes) shape.push_back(size_arg(e));
       ids[n.id] =
@@ -449,6 +460,7 @@ std::optional<graph::Graph> rewrite_attention(const graph::Graph& g,
       for (const auto& [key, a] : n.kwargs) kwargs.emplace_back(key, remap(a, ids));
       ids[n.id] =
           out.add_call(n.name, n.target, args, kwargs, n.meta, n.stack_trace, n.scalar_type);
+      if (!n.c_args.empty()) out.set_c_args(ids[n.id], n.c_args);
     }
   }
   out.validate();

@@ -221,6 +221,7 @@ std::vector<TensorBox> lower_matmul(Lowering& L, const graph::Node& n) {
     grouped.args = {n.args.at(ia), n.args.at(ib), with_input ? n.args.at(0) : graph::Arg::none(),
                     graph::Arg::integer(align)};
     grouped.kwargs.clear();
+    grouped.c_args.clear();  // (an op implemented in Python: no C++ wrapper calls it)
     std::map<size_t, TensorBox> grouped_args = {{0, gemm_operand(L, n.args.at(ia), sa)},
                                                 {1, gemm_operand(L, n.args.at(ib), sb)}};
     std::vector<TensorBox> out =

@@ -300,6 +300,7 @@ std::vector<TensorBox> Lowering::add_extern(const graph::Node& n, bool is_fallba
   call.op = n.target;
   call.is_fallback = is_fallback;
   call.origin = n.name;
+  call.c_args = n.c_args;
   bool exact = wants_exact_strides(n.target);
   for (size_t i = 0; i < n.args.size(); ++i) {
     const TensorBox* given = nullptr;

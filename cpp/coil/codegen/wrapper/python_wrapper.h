@@ -23,6 +23,11 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
                                   const std::string& kernel_file_source, const std::string& title,
                                   const std::string& backend = "cpp");
 
+// output_code.py of a graph whose wrapper is C++ (cpp_wrapper.h, in kernel_file_source): it
+// builds and loads the library and binds call(args) to its coil_graph_run.
+std::string render_python_bridge(const ir::Program& prog, const std::vector<KernelSource>& kernels,
+                                 const std::string& kernel_file_source, const std::string& title);
+
 // A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`, and Python
 // numbers computed at run time (negative node indices, see ir::ExternCall) via `scalar_text`.
 // The lines that bind each size symbol at call time (`s0 = arg0_1.size(1)`), from a SymInt input

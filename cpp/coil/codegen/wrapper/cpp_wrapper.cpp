@@ -1,0 +1,456 @@
+#include "coil/codegen/wrapper/cpp_wrapper.h"
+
+#include <cmath>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "coil/codegen/kernel_args.h"
+#include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
+#include "coil/runtime/build.h"
+
+namespace coil::codegen {
+
+namespace {
+
+using graph::Arg;
+
+// Wrapper variables: every buffer and input is v_<name> (graph names may be C++ keywords).
+std::string var(const std::string& name) {
+  return "v_" + name;
+}
+
+std::string ints(const std::vector<sym::Expr>& v) {
+  sym::RangeEnv env;
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + sym::to_cpp(v[i], env);
+  return s + "}";
+}
+
+std::string expr(const sym::Expr& e) {
+  return sym::to_cpp(e, sym::RangeEnv());
+}
+
+// c10::ScalarType's name of a dtype.
+std::string scalar_type(graph::DType d) {
+  using D = graph::DType;
+  static const std::map<D, const char*> names = {{D::Bool, "Bool"},
+                                                 {D::UInt8, "Byte"},
+                                                 {D::Int8, "Char"},
+                                                 {D::Int16, "Short"},
+                                                 {D::Int32, "Int"},
+                                                 {D::Int64, "Long"},
+                                                 {D::Float16, "Half"},
+                                                 {D::BFloat16, "BFloat16"},
+                                                 {D::Float32, "Float"},
+                                                 {D::Float64, "Double"},
+                                                 {D::Complex64, "ComplexFloat"},
+                                                 {D::Complex128, "ComplexDouble"},
+                                                 {D::UInt16, "UInt16"},
+                                                 {D::UInt32, "UInt32"},
+                                                 {D::UInt64, "UInt64"}};
+  return std::string("c10::ScalarType::") + names.at(d);
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string double_text(double v) {
+  if (std::isnan(v)) return "std::numeric_limits<double>::quiet_NaN()";
+  if (std::isinf(v))
+    return v > 0 ? "std::numeric_limits<double>::infinity()"
+                 : "-std::numeric_limits<double>::infinity()";
+  std::ostringstream s;
+  s << std::setprecision(17) << v;
+  std::string t = s.str();
+  if (t.find_first_of(".eE") == std::string::npos) t += ".0";
+  return t;
+}
+
+// The IValue of an Enum arg ("torch.strided", "torch.channels_last", "device:cpu"), or "".
+std::string enum_value(const std::string& text) {
+  static const std::map<std::string, std::string> values = {
+      {"torch.strided", "c10::Layout::Strided"},
+      {"torch.contiguous_format", "c10::MemoryFormat::Contiguous"},
+      {"torch.channels_last", "c10::MemoryFormat::ChannelsLast"},
+      {"torch.channels_last_3d", "c10::MemoryFormat::ChannelsLast3d"},
+      {"torch.preserve_format", "c10::MemoryFormat::Preserve"}};
+  if (text.rfind("device:", 0) == 0) return "c10::Device(\"" + text.substr(7) + "\")";
+  auto it = values.find(text);
+  return it == values.end() ? "" : it->second;
+}
+
+// "" when a C++ wrapper can pass `a` as schema type `type`; else why not.
+std::string arg_blocker(const Arg& a, const std::string& type) {
+  using K = Arg::Kind;
+  bool optional = !type.empty() && type.back() == '?';
+  std::string base = optional ? type.substr(0, type.size() - 1) : type;
+  if (a.kind == K::None) return optional ? "" : "None for a " + type;
+  if (a.kind == K::Node && a.node < 0) return "a number computed by the wrapper";
+  if (base == "Tensor") return a.kind == K::Node ? "" : "a non-tensor for a Tensor";
+  if (base == "int") return a.kind == K::Int || a.kind == K::Sym ? "" : "a non-int for an int";
+  if (base == "float" || base == "Scalar")
+    return a.kind == K::Float || a.kind == K::Int || (base == "Scalar" && a.kind == K::Bool)
+               ? ""
+               : "a non-number for a " + base;
+  if (base == "bool") return a.kind == K::Bool ? "" : "a non-bool for a bool";
+  if (base == "ScalarType") return a.kind == K::DType ? "" : "a non-dtype for a ScalarType";
+  if (base == "str") return a.kind == K::Str ? "" : "a non-string for a str";
+  if (base == "Device" || base == "Layout" || base == "MemoryFormat")
+    return a.kind == K::Enum && !enum_value(a.s).empty() ? "" : "an unknown " + base;
+  if (base == "int[]" || base == "float[]" || base == "Tensor[]" || base == "Tensor?[]") {
+    if (a.kind != K::List) return "a non-list for a " + base;
+    std::string item_type = base.substr(0, base.size() - 2);
+    for (const Arg& item : a.list) {
+      std::string why = arg_blocker(item, item_type);
+      if (!why.empty()) return why;
+    }
+    return "";
+  }
+  return "an argument of schema type " + type;
+}
+
+// The C++ expression of one dispatcher argument (an IValue's constructor argument).
+std::string encode(const Arg& a, const std::string& type, const std::vector<std::string>& tensors) {
+  using K = Arg::Kind;
+  bool optional = type.back() == '?';
+  std::string base = optional ? type.substr(0, type.size() - 1) : type;
+  if (a.kind == K::None) return base == "Tensor" && !optional ? "Tensor()" : "IValue()";
+  auto number = [&](const Arg& x) {
+    if (x.kind == K::Float) return double_text(x.f);
+    if (x.kind == K::Bool) return std::string(x.b ? "true" : "false");
+    if (x.kind == K::Sym) return "int64_t(" + expr(x.sym) + ")";
+    return "int64_t(" + std::to_string(x.i) + ")";
+  };
+  if (base == "Tensor") return tensors.at(size_t(a.node));
+  if (base == "int") return number(a);
+  if (base == "float") return a.kind == K::Float ? double_text(a.f) : double_text(double(a.i));
+  if (base == "Scalar") return number(a);
+  if (base == "bool") return a.b ? "true" : "false";
+  if (base == "ScalarType") return scalar_type(a.dtype);
+  if (base == "str") return "std::string(" + quote(a.s) + ")";
+  if (base == "Device" || base == "Layout" || base == "MemoryFormat") return enum_value(a.s);
+  std::string list;
+  for (size_t i = 0; i < a.list.size(); ++i) {
+    const Arg& x = a.list[i];
+    list += i ? ", " : "";
+    if (base == "int[]") list += number(x);
+    if (base == "float[]") list += x.kind == K::Float ? double_text(x.f) : double_text(double(x.i));
+    if (base == "Tensor[]") list += tensors.at(size_t(x.node));
+    if (base == "Tensor?[]")
+      list += x.kind == K::None ? std::string("std::nullopt")
+                                : "std::optional<Tensor>(" + tensors.at(size_t(x.node)) + ")";
+  }
+  if (base == "int[]") return "std::vector<int64_t>{" + list + "}";
+  if (base == "float[]") return "std::vector<double>{" + list + "}";
+  if (base == "Tensor[]") return "std::vector<Tensor>{" + list + "}";
+  return "optional_tensors({" + list + "})";
+}
+
+// A tensor argument's C++ value: the buffer, or a view of it.
+std::string tensor_arg(const ir::Program& prog, const ir::TensorRef& ref) {
+  const ir::Buffer& b = prog.buffer(ref.buffer);
+  if (ref.sizes == b.layout.sizes && ref.strides == b.layout.strides &&
+      ref.offset == b.layout.offset)
+    return var(ref.buffer);
+  return "view(" + var(ref.buffer) + ", " + ints(ref.sizes) + ", " + ints(ref.strides) + ", " +
+         expr(ref.offset - b.layout.offset) + ")";
+}
+
+// The Arg a C++ wrapper passes for schema argument i of `e` (positional, keyword or default).
+const Arg* call_arg(const ir::ExternCall& e, size_t i) {
+  const graph::CArg& c = e.c_args[i];
+  if (i < e.args.size()) return &e.args[i];
+  for (const auto& [key, a] : e.kwargs)
+    if (key == c.name) return &a;
+  return c.default_value ? &*c.default_value : nullptr;
+}
+
+std::string extern_blocker(const ir::ExternCall& e) {
+  std::string what = "extern call " + e.op + " (node " + e.origin + ")";
+  if (e.op.rfind("aten.", 0) != 0 && e.op.rfind("prims.", 0) != 0) return what + ": not an ATen op";
+  if (!e.scalar_output.empty() || !e.host_scalars.empty()) return what + ": numbers on the host";
+  if (e.c_args.empty()) return what + ": a schema torch's C shim cannot pass";
+  if (e.args.size() > e.c_args.size()) return what + ": more arguments than its schema";
+  for (const auto& [key, a] : e.kwargs) {
+    bool known = false;
+    for (const graph::CArg& c : e.c_args) known |= c.name == key;
+    if (!known) return what + ": keyword " + key + " not in its schema";
+  }
+  for (size_t i = 0; i < e.c_args.size(); ++i) {
+    const Arg* a = call_arg(e, i);
+    if (!a) return what + ": no value for " + e.c_args[i].name;
+    std::string why = arg_blocker(*a, e.c_args[i].type);
+    if (!why.empty()) return what + ": " + e.c_args[i].name + " is " + why;
+  }
+  return "";
+}
+
+// Where each size symbol's value comes from: a scalar input, or a tensor input's size or stride.
+std::string bind_symbols(const ir::Program& prog) {
+  std::string out;
+  std::vector<int> scalar_index(prog.inputs.size(), -1);
+  int scalars = 0;
+  for (size_t i = 0; i < prog.inputs.size(); ++i)
+    if (prog.inputs[i].empty()) scalar_index[i] = scalars++;
+  for (const graph::SizeSymbol& s : prog.size_symbols) {
+    sym::Expr e = sym::Expr::symbol(s.name);
+    std::string source;
+    for (size_t i = 0; i < prog.inputs.size() && source.empty(); ++i) {
+      if (prog.input_symints[i] && *prog.input_symints[i] == e)
+        source = "coil_scalars[" + std::to_string(scalar_index[i]) + "]";
+    }
+    for (const char* what : {"size", "stride"}) {
+      for (size_t i = 0; i < prog.inputs.size() && source.empty(); ++i) {
+        if (prog.inputs[i].empty()) continue;
+        const ir::Layout& l = prog.buffer(prog.inputs[i]).layout;
+        const std::vector<sym::Expr>& v = std::string(what) == "size" ? l.sizes : l.strides;
+        for (size_t d = 0; d < v.size() && source.empty(); ++d) {
+          if (v[d] == e) source = var(prog.inputs[i]) + "." + what + "(" + std::to_string(d) + ")";
+        }
+      }
+    }
+    if (source.empty())
+      throw std::runtime_error("size symbol " + s.name + " has no source among the inputs");
+    out += "    const int64_t " + s.name + " = " + source + ";\n";
+  }
+  return out;
+}
+
+// Input checks (AOT packages): size symbols' ranges, then each input's device, dtype, rank,
+// sizes and strides.
+std::string input_checks(const ir::Program& prog) {
+  std::ostringstream out;
+  for (const graph::SizeSymbol& s : prog.size_symbols) {
+    std::string range =
+        "[" + (s.range.lo == sym::Range::kNegInf ? "-inf" : std::to_string(s.range.lo)) + ", " +
+        (s.range.hi == sym::Range::kPosInf ? "inf" : std::to_string(s.range.hi)) + "]";
+    std::string cond;
+    if (s.range.lo != sym::Range::kNegInf)
+      cond += s.name + " >= " + std::to_string(s.range.lo) + "LL";
+    if (s.range.hi != sym::Range::kPosInf)
+      cond += (cond.empty() ? "" : " && ") + s.name + " <= " + std::to_string(s.range.hi) + "LL";
+    if (cond.empty()) continue;
+    out << "    expect(" << cond << ", \"size " << s.name << " = \" + std::to_string(" << s.name
+        << ") + \" is outside the range " << range << " the graph was compiled for\");\n";
+  }
+  for (size_t i = 0; i < prog.inputs.size(); ++i) {
+    const std::string& name = prog.inputs[i];
+    if (name.empty()) continue;
+    const ir::Layout& l = prog.buffer(name).layout;
+    std::string who = "input " + std::to_string(i) + " (" + name + ")";
+    std::string v = var(name);
+    out << "    expect(" << v << ".device().is_cpu(), " << quote(who + ": expected a CPU tensor")
+        << ");\n";
+    out << "    expect(" << v << ".scalar_type() == " << scalar_type(l.dtype) << ", "
+        << quote(who + ": expected " + graph::dtype_name(l.dtype) + ", got ") << " + std::string("
+        << v << ".dtype().name()));\n";
+    out << "    expect(" << v << ".dim() == " << l.sizes.size() << ", "
+        << quote(who + ": expected rank " + std::to_string(l.sizes.size()) + ", got ")
+        << " + std::to_string(" << v << ".dim()));\n";
+    for (size_t d = 0; d < l.sizes.size(); ++d) {
+      std::string at = who + " dim " + std::to_string(d);
+      std::string size = v + ".size(" + std::to_string(d) + ")";
+      std::string stride = v + ".stride(" + std::to_string(d) + ")";
+      out << "    expect(" << size << " == " << expr(l.sizes[d]) << ", " << quote(at + ": size ")
+          << " + std::to_string(" << size << ") + \", expected \" + std::to_string("
+          << expr(l.sizes[d]) << "));\n";
+      out << "    expect(" << size << " <= 1 || " << stride << " == " << expr(l.strides[d]) << ", "
+          << quote(at + ": stride ") << " + std::to_string(" << stride
+          << ") + \", expected \" + std::to_string(" << expr(l.strides[d]) << "));\n";
+    }
+  }
+  return out.str();
+}
+
+// "aten.mm.default" -> {"aten::mm", ""}.
+std::pair<std::string, std::string> op_and_overload(const std::string& op) {
+  size_t last = op.rfind('.');
+  std::string overload = op.substr(last + 1), name = op.substr(0, last);
+  size_t first = name.find('.');
+  name = name.substr(0, first) + "::" + name.substr(first + 1);
+  return {name, overload == "default" ? "" : overload};
+}
+
+}  // namespace
+
+std::string cpp_wrapper_blocker(const ir::Program& prog, const std::string& backend) {
+  if (backend != "cpp") return "Triton kernels (the C++ wrapper runs C++ kernels only, for now)";
+  for (const ir::Buffer& b : prog.buffers) {
+    if (b.layout.device != "cpu") return "a tensor on " + b.layout.device;
+  }
+  for (size_t i = 0; i < prog.inputs.size(); ++i) {
+    if (prog.inputs[i].empty() && !prog.input_symints[i])
+      return "input " + std::to_string(i) + " is a number that is not a size";
+  }
+  for (const ir::GraphOutput& o : prog.outputs) {
+    if (!o.scalar.empty()) return "an output that is a number";
+  }
+  for (const ir::ExternCall& e : prog.externs) {
+    std::string why = extern_blocker(e);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+std::string cpp_wrapper_signature(const ir::Program& prog, bool checks) {
+  size_t tensors = 0, scalars = 0;
+  for (const std::string& name : prog.inputs) (name.empty() ? scalars : tensors)++;
+  return "{\"tensor_inputs\": " + std::to_string(tensors) +
+         ", \"scalar_inputs\": " + std::to_string(scalars) +
+         ", \"outputs\": " + std::to_string(prog.outputs.size()) +
+         ", \"checks_inputs\": " + (checks ? "true" : "false") + "}";
+}
+
+std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s,
+                               const std::vector<KernelSource>& kernels, const std::string& title,
+                               bool checks) {
+  std::ostringstream out;
+  out << runtime::kKernelBoundary;
+  out << "// The program that runs " << title << " (C++ wrapper: runtime/graph_abi.h).\n";
+  out << kCppWrapperRuntime << "\n";
+  std::set<std::string> declared;
+  for (const KernelSource& k : kernels) {
+    std::string fn = k.same_code_as.empty() ? k.name : k.same_code_as;
+    if (declared.insert(fn).second)
+      out << "extern \"C\" void " << fn << "(void* const*, const int64_t*);\n";
+  }
+  out << "\nextern \"C\" const char* coil_graph_signature() { return "
+      << quote(cpp_wrapper_signature(prog, checks)) << "; }\n";
+  out << "extern \"C\" const char* coil_graph_error() { return "
+         "coil_wrapper::last_error.c_str(); }\n\n";
+  out << "extern \"C\" int32_t coil_graph_run(void* const* coil_inputs, const int64_t* "
+         "coil_scalars, void** coil_outputs) {\n";
+  out << "  using namespace coil_wrapper;\n";
+  out << "  last_error.clear();\n";
+  // Every input is taken first: a failure anywhere below releases them all.
+  int tensor_index = 0;
+  for (const std::string& name : prog.inputs) {
+    if (name.empty()) continue;
+    out << "  Tensor " << var(name) << " = take(coil_inputs[" << tensor_index++ << "]);\n";
+  }
+  out << "  (void)coil_scalars;\n";
+  out << "  try {\n";
+  out << bind_symbols(prog);
+  if (checks) out << input_checks(prog);
+
+  bool index_errors = false;
+  for (const KernelSource& k : kernels)
+    for (const KernelArg& a : k.args) index_errors |= a.buffer == kIndexErrorArg;
+  if (index_errors) {
+    std::string v = var(kIndexErrorArg);
+    out << "    Tensor " << v << " = empty({3}, {1}, c10::ScalarType::Long);\n";
+    out << "    std::memset(" << v << ".data_ptr(), 0, 3 * sizeof(int64_t));\n";
+  }
+
+  std::map<int, std::vector<std::string>> frees;
+  std::set<std::string> reused;
+  for (const auto& [name, plan] : s.buffers)
+    if (!plan.reuses.empty()) reused.insert(plan.reuses);
+  for (const auto& [name, plan] : s.buffers) {
+    if (plan.stored && plan.free_step >= 0 && !reused.count(name))
+      frees[plan.free_step].push_back(name);
+  }
+  for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
+
+  auto allocate = [&](const ir::Buffer& b) {
+    const sched::BufferPlan& plan = s.buffers.at(b.name);
+    if (!plan.reuses.empty()) {
+      const ir::Layout& was = prog.buffer(plan.reuses).layout;
+      bool as_is = plan.in_place && was.sizes == b.layout.sizes && was.strides == b.layout.strides;
+      if (as_is) {
+        out << "    Tensor " << var(b.name) << " = std::move(" << var(plan.reuses)
+            << ");  // reuse in place\n";
+      } else {
+        out << "    Tensor " << var(b.name) << " = view(" << var(plan.reuses) << ", "
+            << ints(b.layout.sizes) << ", " << ints(b.layout.strides) << ", 0);\n";
+        out << "    " << var(plan.reuses) << ".reset();  // reuse\n";
+      }
+      return;
+    }
+    out << "    Tensor " << var(b.name) << " = empty(" << ints(b.layout.sizes) << ", "
+        << ints(b.layout.strides) << ", " << scalar_type(b.layout.dtype) << ");\n";
+  };
+
+  for (size_t step = 0; step < s.steps.size(); ++step) {
+    const sched::Step& st = s.steps[step];
+    if (st.kind == sched::Step::Kind::Kernel) {
+      const KernelSource& k = kernels.at(st.index);
+      out << "    // " << k.name << ": ";
+      for (size_t i = 0; i < k.origins.size(); ++i) out << (i ? ", " : "") << k.origins[i];
+      out << "\n";
+      bool checks_indices = false;
+      for (const KernelArg& a : k.args) {
+        checks_indices |= a.buffer == kIndexErrorArg;
+        if (a.written && a.buffer != kIndexErrorArg) allocate(prog.buffer(a.buffer));
+      }
+      out << "    {\n      void* p[] = {";
+      for (size_t i = 0; i < k.args.size(); ++i)
+        out << (i ? ", " : "") << var(k.args[i].buffer) << ".data_ptr()";
+      if (k.args.empty()) out << "nullptr";
+      out << "};\n";
+      if (!k.size_args.empty()) {
+        out << "      int64_t n[] = {";
+        for (size_t i = 0; i < k.size_args.size(); ++i) out << (i ? ", " : "") << k.size_args[i];
+        out << "};\n";
+      }
+      std::string fn = k.same_code_as.empty() ? k.name : k.same_code_as;
+      out << "      " << fn << "(p, " << (k.size_args.empty() ? "nullptr" : "n") << ");\n";
+      out << "    }\n";
+      if (checks_indices) out << "    check_indices(" << var(kIndexErrorArg) << ");\n";
+    } else {
+      const ir::ExternCall& e = prog.externs.at(st.index);
+      out << "    // " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin
+          << (e.decision.empty() ? "" : " (" + e.decision + ")") << "\n";
+      std::vector<std::string> tensors;
+      for (const ir::TensorRef& t : e.tensors) tensors.push_back(tensor_arg(prog, t));
+      for (const std::string& name : e.outputs) out << "    Tensor " << var(name) << ";\n";
+      auto [name, overload] = op_and_overload(e.op);
+      out << "    {\n      static const c10::OperatorHandle o = op(" << quote(name) << ", "
+          << quote(overload) << ");\n";
+      out << "      torch::jit::Stack st;\n      st.reserve(" << e.c_args.size() << ");\n";
+      for (size_t i = 0; i < e.c_args.size(); ++i) {
+        out << "      st.emplace_back(" << encode(*call_arg(e, i), e.c_args[i].type, tensors)
+            << ");  // " << e.c_args[i].name << "\n";
+      }
+      out << "      call(o, st, " << quote(e.origin) << ");\n";
+      for (size_t i = 0; i < e.outputs.size(); ++i) {
+        const ir::Layout& l = prog.buffer(e.outputs[i]).layout;
+        std::string value = "st[" + std::to_string(i) + "].toTensor()";
+        if (e.check_output_strides)
+          value = "require_strides(" + value + ", " + ints(l.strides) + ")";
+        out << "      " << var(e.outputs[i]) << " = " << value << ";\n";
+      }
+      out << "    }\n";
+    }
+    for (const std::string& name : frees[static_cast<int>(step)])
+      out << "    " << var(name) << ".reset();\n";
+  }
+
+  // The outputs: new handles, handed over only once all exist.
+  out << "    void* results[" << std::max<size_t>(prog.outputs.size(), 1) << "] = {};\n";
+  for (size_t i = 0; i < prog.outputs.size(); ++i) {
+    const ir::GraphOutput& o = prog.outputs[i];
+    if (!o.is_none) out << "    results[" << i << "] = give(" << tensor_arg(prog, o.ref) << ");\n";
+  }
+  out << "    for (int i = 0; i < " << prog.outputs.size()
+      << "; ++i) coil_outputs[i] = results[i];\n";
+  out << "    return 0;\n";
+  out << "  } catch (const Failure& f) {\n    return f.code;\n  } catch (const std::exception& e) "
+         "{\n    last_error = e.what();\n    return 1;\n  }\n}\n";
+  return out.str();
+}
+
+}  // namespace coil::codegen
