@@ -13,6 +13,7 @@
 namespace nb = nanobind;
 
 void bind_runtime(nb::module_& m);  // runtime_bindings.cpp
+void bind_package(nb::module_& m);  // package_bindings.cpp
 
 NB_MODULE(_C, m) {
   // Kernel libraries referenced by generated modules live until interpreter exit by design.
@@ -113,4 +114,5 @@ NB_MODULE(_C, m) {
   m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;
   bind_runtime(m);
+  bind_package(m);
 }
