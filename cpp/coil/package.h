@@ -26,7 +26,8 @@
 // differs ("package made by torch 2.11.0, this is torch 2.13.0").
 //
 // run() is const and may be called from several threads at once. Outputs are ordinary tensors
-// owned by the caller; they do not depend on the Package staying alive.
+// owned by the caller, which may outlive the Package (graph_abi.h's libraries allocate them
+// through torch, never in memory of their own).
 //
 // Built by CMake's COIL_BUILD_PACKAGE option as the shared library coil_package (links libtorch).
 // Example: examples/run_package/. Tests: tests/python/test_package_cpp.py.

@@ -121,20 +121,20 @@ std::string make_temp_dir(const MetadataReader& meta) {
   return name;
 }
 
+// Writes the file (mode 0700); on failure removes it and throws.
 void write_file(const std::string& path, std::string_view data, const MetadataReader& meta) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
   if (fd < 0) throw meta.error("cannot write '" + path + "': " + errno_text(errno));
-  while (!data.empty()) {
+  int err = 0;
+  while (!data.empty() && err == 0) {
     ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      throw meta.error("cannot write '" + path + "': " + errno_text(err));
-    }
-    data.remove_prefix(size_t(n));
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) data.remove_prefix(size_t(n));
   }
-  if (::close(fd) != 0) throw meta.error("cannot write '" + path + "': " + errno_text(errno));
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0) return;
+  ::unlink(path.c_str());
+  throw meta.error("cannot write '" + path + "': " + errno_text(err));
 }
 
 }  // namespace
