@@ -14,6 +14,7 @@
 namespace nb = nanobind;
 
 void bind_runtime(nb::module_& m);  // runtime_bindings.cpp
+void bind_package(nb::module_& m);  // package_bindings.cpp
 
 NB_MODULE(_C, m) {
   // Kernel libraries referenced by generated modules live until interpreter exit by design.
@@ -120,4 +121,5 @@ NB_MODULE(_C, m) {
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;
   m.attr("CPP_WRAPPER_HEADERS") = coil::codegen::kCppWrapperHeaders;
   bind_runtime(m);
+  bind_package(m);
 }
