@@ -54,6 +54,8 @@ NB_MODULE(_C, m) {
         out["backend"] = r.backend;
         out["wrapper"] = r.wrapper;
         out["cpp_wrapper_blocker"] = r.cpp_wrapper_blocker;
+        out["needs_aten_headers"] = r.needs_aten_headers;
+        out["vectorized"] = r.vectorized;
         out["kernel_source"] = r.kernel_source;
         out["triton_gpu_source"] = r.triton_gpu_source;
         out["kernel_names"] = r.kernel_names;

@@ -126,6 +126,10 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       }
     }
     codegen::mark_identical_kernels(prog, kernels);
+    for (const codegen::KernelSource& k : kernels) {
+      r.needs_aten_headers |= k.aten_math;
+      r.vectorized |= k.vectorized || k.vec_math;
+    }
     std::string source = triton ? codegen::triton::kPrelude : codegen::cpp::kPrelude;
     for (const codegen::KernelSource& k : kernels) {
       if (!k.aten_math) continue;

@@ -55,6 +55,9 @@ struct CompileResult {
   // "cpp" when the graph runs through a C++ wrapper (in kernel_source), else "python".
   std::string wrapper = "python";
   std::string cpp_wrapper_blocker;  // with CompileOptions::cpp_wrapper: why the wrapper is Python
+  // What the C++ kernel file needs to build: torch's headers (ATen's scalar math), at::vec.
+  bool needs_aten_headers = false;
+  bool vectorized = false;
   std::vector<std::string> kernel_names;
   std::vector<std::string> fallback_ops;
   std::vector<std::string> extern_ops;

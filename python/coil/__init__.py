@@ -5,10 +5,13 @@
 Introspection: coil.compiled_graphs() (per graph: kernels, fallbacks, dynamic sizes, recompile
 reasons), coil.graph_breaks(), coil.reset(); options: coil.config.patch(...);
 replay a saved graph: coil.repro("graph.json") or `python -m coil repro graph.json`.
+Ahead of time: coil.aot_compile(torch.export.export(...), "model.coil"), coil.aot_load(path)
+(python/coil/aot.py; from C++: coil::Package, cpp/coil/package.h).
 """
 
 from coil import config
 from coil._C import BuildError, GraphError
+from coil.aot import AotError, AotModel, aot_compile, aot_load
 from coil.backend import (
     CoilWarning,
     CompiledGraph,
@@ -20,10 +23,14 @@ from coil.backend import (
 from coil.repro import repro
 
 __all__ = [
+    "AotError",
+    "AotModel",
     "BuildError",
     "CoilWarning",
     "CompiledGraph",
     "GraphError",
+    "aot_compile",
+    "aot_load",
     "coil_backend",
     "compiled_graphs",
     "config",

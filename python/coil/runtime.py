@@ -336,6 +336,12 @@ def load_cpp(source: str, aten_headers: bool = False, vec: bool = False, wrapper
     """Builds (or finds in the cache) the shared library for `source` and loads it.
     aten_headers: the source includes ATen's headers (kernels calling its special functions).
     vec: the source has vector loops (at::vec). wrapper: it holds a C++ wrapper."""
+    return _C.KernelLibrary(build_cpp(source, aten_headers, vec, wrapper))
+
+
+def build_cpp(source: str, aten_headers: bool = False, vec: bool = False,
+              wrapper: bool = False) -> str:
+    """load_cpp's build: the path of the shared library for `source` in the build cache."""
     opts = config.options
     flags = ((vec_flags() or _vec_base_flags()) if vec else wrapper_flags() if wrapper
              else aten_header_flags() if aten_headers else None)
@@ -353,7 +359,7 @@ def load_cpp(source: str, aten_headers: bool = False, vec: bool = False, wrapper
     if "perf" in opts.logs:
         state = "cache hit" if built["cache_hit"] else f"built in {built['seconds']:.2f} s"
         print(f"[coil] kernels: {built['so_path']} ({state})", file=sys.stderr)
-    return _C.KernelLibrary(built["so_path"])
+    return built["so_path"]
 
 
 _to_handles = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors

@@ -383,3 +383,44 @@ def test_container_round_trip_and_errors(tmp_path):
 def test_coil_version_is_pyprojects():
     pyproject = (REPO / "pyproject.toml").read_text()
     assert f'\nversion = "{_C.COIL_VERSION}"\n' in pyproject
+
+
+# --------------------------------------------------------------------------------------------
+# a package made by coil.aot_compile, run from C++
+# --------------------------------------------------------------------------------------------
+
+
+class _MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        return self.fc2(h).log_softmax(-1), h.amax(0)
+
+
+def test_aot_package_from_cpp(run_package, tmp_path):
+    """export -> coil.aot_compile -> the C++ example (no Python in the run), at two batch sizes,
+    matching eager; a batch outside the exported range fails with the range in the message."""
+    import coil
+
+    torch.manual_seed(0)
+    model = _MLP().eval()
+    b = torch.export.Dim("b", min=2, max=128)
+    ep = torch.export.export(model, (torch.randn(4, 16),), dynamic_shapes={"x": {0: b}})
+    package = Path(coil.aot_compile(ep, str(tmp_path / "mlp.coil")))
+    for batch in (3, 100):
+        x = torch.randn(batch, 16)
+        out = tmp_path / f"out{batch}.pt"
+        r = run_with_tmpdir([run_package, package, save_inputs(tmp_path / "in.pt", x), out],
+                            tmp_path / f"tmp{batch}")
+        assert r.returncode == 0, r.stderr
+        got = torch.load(out)
+        with torch.no_grad():
+            expected = model(x)
+        torch.testing.assert_close(got[0], expected[0])
+        torch.testing.assert_close(got[1], expected[1])
+    r = run([run_package, package, save_inputs(tmp_path / "big.pt", torch.randn(129, 16))])
+    assert r.returncode == 1 and "is outside the range [2, 128]" in r.stderr, r.stderr
