@@ -27,6 +27,7 @@ import operator
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from coil import opaque_calls
 
@@ -358,7 +359,14 @@ def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node, compile_sub
     (opaque_calls.py), its tensors and sizes as arguments, its results as the node's results."""
     name, passed, may_write = opaque_calls.register(gm, node, compile_subgraph)
     val = node.meta.get("val")
-    if isinstance(val, (tuple, list)) and any(isinstance(v, (tuple, list)) for v in val):
+    if isinstance(val, dict):  # by key order (opaque_calls.OpaqueCall.keys)
+        val = tuple(val.values())
+    # A nested tuple without tensors (flex_attention_backward's gradients of score_mod's
+    # captured tensors, when it captures none) keeps its place like any non-tensor result.
+    nested = [v for v in val if isinstance(v, (tuple, list))] if isinstance(val, (tuple, list)) \
+        else []
+    if any(pytree.tree_leaves(v) and any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(v))
+           for v in nested):
         raise UnsupportedGraph(f"{node.target.name()} in node {node.name} returns nested tuples")
     return {
         "name": node.name,
@@ -506,7 +514,13 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
             if opaque_calls.is_higher_order(node.target) and not _is_with_effects(node.target):
                 nodes.append(_opaque_call_node(gm, node, compile_subgraph))
                 continue
-            nodes.append(_call_node(node))
+            call = _call_node(node)
+            source = node.args[0] if node.target is operator.getitem else None
+            if isinstance(source, torch.fx.Node) and isinstance(source.meta.get("val"), dict):
+                # getitem by key of an opaque call's dict result: by its index in key order
+                keys = list(source.meta["val"])
+                call["args"][1] = _arg(keys.index(node.args[1]), node.name)
+            nodes.append(call)
         elif node.op == "output":
             outs = node.args[0]
             if not isinstance(outs, (list, tuple)):

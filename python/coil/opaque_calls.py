@@ -57,6 +57,9 @@ class OpaqueCall:
         self.spec = spec  # pytree spec of (args, kwargs)
         self.leaves = leaves  # constants and subgraphs; None where a value is passed
         self.slots = slots  # the leaf positions the passed values fill, in order
+        # An op returning a dict (triton_kernel_wrapper_functional: {name: tensor}): its values
+        # in this key order, as a tuple (fx_import turns getitem by key into getitem by index).
+        self.keys: tuple | None = None
         self.single = single  # the op returns a tuple of one value
 
     def __call__(self, *values, _coil_write_in_place=()):
@@ -74,6 +77,8 @@ class OpaqueCall:
             out = auto_functionalized_v2_dense(*args, _only_clone_these_bases=clone, **kwargs)
         else:
             out = self.op(*args, **kwargs)
+        if self.keys is not None:
+            out = tuple(out[k] for k in self.keys)
         return out[0] if self.single else out
 
 
@@ -165,6 +170,9 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
     stem = re.sub(r"[^0-9a-zA-Z_]", "_", op.name())
     name = f"{PREFIX}{stem}_{h.hexdigest()[:16]}"
     val = node.meta.get("val")
+    keys = tuple(val) if isinstance(val, dict) else None
+    if keys is not None:
+        val = tuple(val.values())
     single = isinstance(val, (tuple, list)) and len(val) == 1
     bases: list[int] = []
     if op.name() == "auto_functionalized_v2":
@@ -173,6 +181,7 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
         if -1 in bases:
             bases = []
     _calls[name] = OpaqueCall(op, spec, constants, slots, single, bases)
+    _calls[name].keys = keys
     return name, passed, [p for p in dict.fromkeys(bases)]
 
 

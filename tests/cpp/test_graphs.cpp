@@ -161,6 +161,7 @@ graph::Graph mm_bias_gelu() {
   Arg w = g.input("arg1_1", contiguous({16, 32}));
   Arg bias = g.input("arg2_1", contiguous({32}));
   Arg mm = g.call("mm", "aten.mm.default", {x, w}, contiguous({8, 32}));
+  g.set_c_args(mm, {{"self", "Tensor", std::nullopt}, {"mat2", "Tensor", std::nullopt}});
   Arg add = g.call("add", "aten.add.Tensor", {mm, bias}, contiguous({8, 32}));
   Arg gelu = g.call("gelu", "aten.gelu.default", {add}, contiguous({8, 32}));
   return g.finish({gelu});

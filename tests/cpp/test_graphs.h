@@ -42,6 +42,10 @@ class GraphBuilder {
   graph::Graph finish(std::vector<Arg> outputs);
 
   const graph::Graph& graph() const { return g_; }
+  // The schema a C++ wrapper passes for call `a` (graph::Node::c_args).
+  void set_c_args(const Arg& a, std::vector<graph::CArg> c_args) {
+    g_.set_c_args(a.node, std::move(c_args));
+  }
 
  private:
   graph::Graph g_;

@@ -374,6 +374,8 @@ void Reader::read_node(const Json& j, Graph& g) {
     symint_value = read_expr(*v);
   }
 
+  std::vector<CArg> c_args;
+  if (const Json* c = j.find("c_args")) c_args = read_c_args(*c);
   auto only = [&](bool ok, const char* msg) {
     if (!ok) fail("a " + kind + " node " + msg);
   };
@@ -399,7 +401,7 @@ void Reader::read_node(const Json& j, Graph& g) {
     } else if (kind == "call") {
       id = g.add_call(name, std::move(target), std::move(args), std::move(kwargs), std::move(meta),
                       std::move(stack_trace), std::move(scalar_type));
-      if (const Json* c = j.find("c_args")) g.set_c_args(id, read_c_args(*c));
+      if (!c_args.empty()) g.set_c_args(id, std::move(c_args));
     } else {
       id = g.set_output(std::move(args));
     }

@@ -6,6 +6,8 @@
 // defaults (torch/_inductor/config.py), which were tuned on real models; each says why it exists.
 #pragma once
 
+#include <string>
+
 namespace coil::ir::realize_policy {
 
 // A computation read by several consumers is stored when its body reads more than this many
@@ -48,5 +50,14 @@ inline constexpr int kUnrollPoolingWindowThreshold = 27;
 // (2 cores): past a few dozen elements the prefix reduction's n / 2 combines per element cost
 // more than the extern call's pass over memory.
 inline constexpr int kMaxPrefixReductionScan = 32;
+// On a GPU the prefix reductions of a row run in parallel lanes and ATen's scan kernels add 16-bit
+// inputs in their own dtype, rounding every partial sum: there coil keeps its float32 prefix
+// reduction up to 256 elements (the bound everywhere before 2026-12-04).
+inline constexpr int kMaxPrefixReductionScanGpu = 256;
+
+// The longest scan lowered as a prefix reduction on `device`.
+inline int max_prefix_reduction_scan(const std::string& device) {
+  return device.rfind("cuda", 0) == 0 ? kMaxPrefixReductionScanGpu : kMaxPrefixReductionScan;
+}
 
 }  // namespace coil::ir::realize_policy

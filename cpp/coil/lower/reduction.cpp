@@ -303,7 +303,7 @@ std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionTy
   if (x.rank() == 0) return {with_dtype(x, m.dtype)};
   size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   auto len = x.sizes[dim].as_int();
-  if (!len || *len > ir::realize_policy::kMaxPrefixReductionScan) return {};
+  if (!len || *len > ir::realize_policy::max_prefix_reduction_scan(x.device)) return {};
   DType acc = acc_dtype(x.dtype, m.dtype);
   std::vector<Expr> idx = ir::index_vars(x.rank());
   Expr u = ir::reduction_var(0);
@@ -320,7 +320,7 @@ std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionTy
 std::optional<size_t> short_scan_dim(const Lowering& L, const Node& n, const TensorBox& x) {
   size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   auto len = x.sizes[dim].as_int();
-  if (!len || *len > ir::realize_policy::kMaxPrefixReductionScan) return std::nullopt;
+  if (!len || *len > ir::realize_policy::max_prefix_reduction_scan(x.device)) return std::nullopt;
   return dim;
 }
 

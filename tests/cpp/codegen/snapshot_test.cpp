@@ -20,6 +20,7 @@
 
 #include "../test_graphs.h"
 #include "coil/codegen/cpp/prelude.h"
+#include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
 #include "coil/compile.h"
 
 namespace coil::codegen {
@@ -152,6 +153,39 @@ TEST_P(Snapshot, MatchesCheckedInFiles) {
            "and review `git diff tests/snapshots`.";
   }
 }
+
+// The C++ wrapper of each graph (option cpp_wrapper, input checks on): its runtime helpers
+// replaced by a marker; a graph it cannot wrap snapshots the reason.
+class CppWrapperSnapshot : public ::testing::TestWithParam<test::NamedGraph> {};
+
+TEST_P(CppWrapperSnapshot, MatchesCheckedInFiles) {
+  const test::NamedGraph& named = GetParam();
+  CompileOptions opts;
+  opts.title = named.name;
+  opts.cpp_wrapper = true;
+  opts.cpp_wrapper_checks = true;
+  CompileResult r = compile_graph(named.build(), opts);
+  auto it = r.artifacts.find("wrapper.cpp");
+  std::string actual = it == r.artifacts.end() ? "<no wrapper.cpp: " + r.cpp_wrapper_blocker + ">\n"
+                                               : replace_all(it->second, kCppWrapperRuntime,
+                                                             "// <cpp_wrapper_runtime.h>\n");
+  EXPECT_EQ(r.wrapper, it == r.artifacts.end() ? "python" : "cpp");
+  fs::path file = snapshot_dir() / snapshot_file(named.name, "wrapper.cpp");
+  if (updating()) {
+    std::ofstream(file, std::ios::binary) << actual;
+    return;
+  }
+  ASSERT_TRUE(fs::exists(file)) << "missing snapshot " << file;
+  std::string expected = read_file(file);
+  EXPECT_TRUE(expected == actual) << "generated wrapper.cpp for graph '" << named.name
+                                  << "' differs from " << file << "\n"
+                                  << line_diff(expected, actual);
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, CppWrapperSnapshot, ::testing::ValuesIn(test::snapshot_graphs()),
+                         [](const ::testing::TestParamInfo<test::NamedGraph>& info) {
+                           return info.param.name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Graphs, Snapshot, ::testing::ValuesIn(test::snapshot_graphs()),
                          [](const ::testing::TestParamInfo<test::NamedGraph>& info) {

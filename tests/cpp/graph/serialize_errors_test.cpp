@@ -124,7 +124,11 @@ TEST(SerializeErrors, Nodes) {
       {with("\"stack_trace\"", "\"stack_trce\""),
        "invalid coil graph JSON at nodes[2] ('add'): unknown field \"stack_trce\" in a node; "
        "expected \"name\", \"kind\", \"target\", \"args\", \"kwargs\", \"meta\", \"scalar_type\", "
-       "\"stack_trace\", \"value\""},
+       "\"stack_trace\", \"value\", \"c_args\""},
+      {with("\"stack_trace\"", "\"c_args\": [[\"self\"]], \"stack_trace\""),
+       "invalid coil graph JSON at nodes[2] ('add').c_args: each of \"c_args\" must be [name, "
+       "type] "
+       "or [name, type, default]"},
       {with("\"target\": \"aten.add.Tensor\",", ""),
        "invalid coil graph JSON at nodes[2] ('add'): missing required field \"target\" in a node"},
       {with("\"target\": \"aten.add.Tensor\"", "\"target\": \"\""),

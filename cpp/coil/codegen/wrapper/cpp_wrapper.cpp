@@ -182,7 +182,9 @@ std::string extern_blocker(const ir::ExternCall& e) {
   std::string what = "extern call " + e.op + " (node " + e.origin + ")";
   if (e.op.rfind("aten.", 0) != 0 && e.op.rfind("prims.", 0) != 0) return what + ": not an ATen op";
   if (!e.scalar_output.empty() || !e.host_scalars.empty()) return what + ": numbers on the host";
-  if (e.c_args.empty()) return what + ": a schema torch's C shim cannot pass";
+  if (e.c_args.empty())
+    return what +
+           ": arguments or results the C++ wrapper cannot pass (its graph node has no c_args)";
   if (e.args.size() > e.c_args.size()) return what + ": more arguments than its schema";
   for (const auto& [key, a] : e.kwargs) {
     bool known = false;
@@ -243,8 +245,8 @@ std::string input_checks(const ir::Program& prog) {
     if (s.range.hi != sym::Range::kPosInf)
       cond += (cond.empty() ? "" : " && ") + s.name + " <= " + std::to_string(s.range.hi) + "LL";
     if (cond.empty()) continue;
-    out << "    expect(" << cond << ", \"size " << s.name << " = \" + std::to_string(" << s.name
-        << ") + \" is outside the range " << range << " the graph was compiled for\");\n";
+    out << "    if (!(" << cond << ")) fail(3, \"size " << s.name << " = \" + std::to_string("
+        << s.name << ") + \" is outside the range " << range << " the graph was compiled for\");\n";
   }
   for (size_t i = 0; i < prog.inputs.size(); ++i) {
     const std::string& name = prog.inputs[i];
@@ -252,23 +254,23 @@ std::string input_checks(const ir::Program& prog) {
     const ir::Layout& l = prog.buffer(name).layout;
     std::string who = "input " + std::to_string(i) + " (" + name + ")";
     std::string v = var(name);
-    out << "    expect(" << v << ".device().is_cpu(), " << quote(who + ": expected a CPU tensor")
-        << ");\n";
-    out << "    expect(" << v << ".scalar_type() == " << scalar_type(l.dtype) << ", "
+    out << "    if (!(" << v << ".device().is_cpu())) fail(3, "
+        << quote(who + ": expected a CPU tensor") << ");\n";
+    out << "    if (!(" << v << ".scalar_type() == " << scalar_type(l.dtype) << ")) fail(3, "
         << quote(who + ": expected " + graph::dtype_name(l.dtype) + ", got ") << " + std::string("
         << v << ".dtype().name()));\n";
-    out << "    expect(" << v << ".dim() == " << l.sizes.size() << ", "
+    out << "    if (!(" << v << ".dim() == " << l.sizes.size() << ")) fail(3, "
         << quote(who + ": expected rank " + std::to_string(l.sizes.size()) + ", got ")
         << " + std::to_string(" << v << ".dim()));\n";
     for (size_t d = 0; d < l.sizes.size(); ++d) {
       std::string at = who + " dim " + std::to_string(d);
       std::string size = v + ".size(" + std::to_string(d) + ")";
       std::string stride = v + ".stride(" + std::to_string(d) + ")";
-      out << "    expect(" << size << " == " << expr(l.sizes[d]) << ", " << quote(at + ": size ")
-          << " + std::to_string(" << size << ") + \", expected \" + std::to_string("
-          << expr(l.sizes[d]) << "));\n";
-      out << "    expect(" << size << " <= 1 || " << stride << " == " << expr(l.strides[d]) << ", "
-          << quote(at + ": stride ") << " + std::to_string(" << stride
+      out << "    if (!(" << size << " == " << expr(l.sizes[d]) << ")) fail(3, "
+          << quote(at + ": size ") << " + std::to_string(" << size
+          << ") + \", expected \" + std::to_string(" << expr(l.sizes[d]) << "));\n";
+      out << "    if (!(" << size << " <= 1 || " << stride << " == " << expr(l.strides[d])
+          << ")) fail(3, " << quote(at + ": stride ") << " + std::to_string(" << stride
           << ") + \", expected \" + std::to_string(" << expr(l.strides[d]) << "));\n";
     }
   }
