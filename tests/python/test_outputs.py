@@ -122,7 +122,9 @@ def test_large_outputs_are_advised_into_huge_pages(monkeypatch):
 
     monkeypatch.setattr(runtime, "_advise_huge_pages", record)
     x = torch.randn(1024, 2048)
-    f = torch.compile(lambda t: (t * 2).softmax(-1), backend="coil")
+    # (The Python wrapper's allocation, which this records; the C++ wrapper's is tested below.)
+    f = torch.compile(lambda t: (t * 2).softmax(-1), backend="coil",
+                      options={"cpp_wrapper": False})
     torch.testing.assert_close(f(x), (x * 2).softmax(-1))
     assert advised == [x.numel() * 4]
     advised.clear()
@@ -132,3 +134,18 @@ def test_large_outputs_are_advised_into_huge_pages(monkeypatch):
     t = torch.full((3 << 20,), 7.0)
     _C.advise_huge_pages(t.data_ptr(), t.numel() * 4)
     assert bool((t == 7.0).all())
+
+
+def test_cpp_wrapper_allocates_large_outputs_in_huge_pages(tmp_path):
+    # The C++ wrapper makes the same choice (empty_large: madvise over the whole 2 MiB pages).
+    requires_coil()
+    import coil
+
+    x = torch.randn(1024, 2048)
+    f = torch.compile(lambda t: (t * 2).softmax(-1), backend="coil",
+                      options={"cpp_wrapper": True, "debug_dir": str(tmp_path)})
+    torch.testing.assert_close(f(x), (x * 2).softmax(-1))
+    record = coil.compiled_graphs()[-1]
+    assert record.wrapper == "cpp", record.cpp_wrapper_blocker
+    wrapper = open(f"{record.debug_dir}/wrapper.cpp").read()
+    assert wrapper.count("= empty_large(") == 1, wrapper

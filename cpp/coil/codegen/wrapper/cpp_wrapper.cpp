@@ -9,6 +9,7 @@
 
 #include "coil/codegen/kernel_args.h"
 #include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
+#include "coil/codegen/wrapper/python_wrapper.h"
 #include "coil/runtime/build.h"
 
 namespace coil::codegen {
@@ -382,7 +383,8 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
       }
       return;
     }
-    out << "    Tensor " << var(b.name) << " = empty(" << ints(b.layout.sizes) << ", "
+    out << "    Tensor " << var(b.name) << " = empty"
+        << (large_cpu_buffer(b.layout) ? "_large(" : "(") << ints(b.layout.sizes) << ", "
         << ints(b.layout.strides) << ", " << scalar_type(b.layout.dtype) << ");\n";
   };
 

@@ -50,17 +50,6 @@ std::string quote(const std::string& s) {
 
 std::string benchmark_text(const ir::Program& prog, bool triton);
 
-// A CPU buffer this large is allocated by empty_strided_cpu_large, which asks for its fresh
-// memory in 2 MiB pages (runtime/memory.h: a 64 MiB output faulted in 4 KiB pages cost more than
-// writing it). Symbolic sizes decide by their hints; either allocation is correct at any size.
-constexpr int64_t kLargeCpuBufferBytes = int64_t{4} << 20;
-
-bool large_cpu_buffer(const ir::Layout& layout) {
-  std::optional<int64_t> numel = sym::try_size_hint(layout.numel());
-  // (A size without a hint: the plain allocation.)
-  return numel && *numel >= kLargeCpuBufferBytes / graph::dtype_itemsize(layout.dtype);
-}
-
 // How a buffer is named in the wrapper: inputs keep their graph names.
 std::string view_text(const ir::Program& prog, const ir::TensorRef& ref) {
   const ir::Buffer& b = prog.buffer(ref.buffer);
@@ -197,6 +186,17 @@ std::string triton_header(const ir::Program& prog, const std::vector<KernelSourc
 }
 
 }  // namespace
+
+// A CPU buffer this large is allocated by empty_strided_cpu_large, which asks for its fresh
+// memory in 2 MiB pages (runtime/memory.h: a 64 MiB output faulted in 4 KiB pages cost more than
+// writing it). Symbolic sizes decide by their hints; either allocation is correct at any size.
+constexpr int64_t kLargeCpuBufferBytes = int64_t{4} << 20;
+
+bool large_cpu_buffer(const ir::Layout& layout) {
+  std::optional<int64_t> numel = sym::try_size_hint(layout.numel());
+  // (A size without a hint: the plain allocation.)
+  return numel && *numel >= kLargeCpuBufferBytes / graph::dtype_itemsize(layout.dtype);
+}
 
 std::string bind_size_symbols(const ir::Program& prog) {
   std::string out;

@@ -28,6 +28,10 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
 std::string render_python_bridge(const ir::Program& prog, const std::vector<KernelSource>& kernels,
                                  const std::string& kernel_file_source, const std::string& title);
 
+// Whether a CPU buffer of this layout is large enough (4 MiB) to be allocated asking for 2 MiB
+// pages (runtime/memory.h); symbolic sizes decide by their hints.
+bool large_cpu_buffer(const ir::Layout& layout);
+
 // A graph::Arg as Python text (extern call arguments); tensors via `tensor_text`, and Python
 // numbers computed at run time (negative node indices, see ir::ExternCall) via `scalar_text`.
 // The lines that bind each size symbol at call time (`s0 = arg0_1.size(1)`), from a SymInt input
