@@ -2,7 +2,7 @@
 //
 // bind_runtime(m) adds to coil._C:
 //   build_shared_library(source, cache_dir, compiler="g++", flags=None, inject_build_failure=False,
-//                        precompiled_header="")
+//                        precompiled_header="", wrapper_precompiled_header="")
 //       -> {"so_path", "source_path", "cache_hit", "seconds"}; raises coil._C.BuildError
 //       (a RuntimeError). flags=None means BuildOptions' default flags. The GIL is released while
 //       building.
@@ -158,9 +158,11 @@ PyType_Slot kernel_slots[] = {
 
 nb::dict build(const std::string& source, const std::string& cache_dir, const std::string& compiler,
                const std::optional<std::vector<std::string>>& flags, bool inject_build_failure,
-               const std::string& precompiled_header) {
+               const std::string& precompiled_header,
+               const std::string& wrapper_precompiled_header) {
   BuildOptions opts;
   opts.precompiled_header = precompiled_header;
+  opts.wrapper_precompiled_header = wrapper_precompiled_header;
   opts.cache_dir = cache_dir;
   opts.compiler = compiler;
   if (flags) opts.flags = *flags;
@@ -253,6 +255,7 @@ void bind_runtime(nb::module_& m) {
   m.def("build_shared_library", &build, nb::arg("source"), nb::arg("cache_dir"),
         nb::arg("compiler") = "g++", nb::arg("flags") = nb::none(),
         nb::arg("inject_build_failure") = false, nb::arg("precompiled_header") = "",
+        nb::arg("wrapper_precompiled_header") = "",
         "Build C++ kernel source into a shared library through the on-disk cache.");
   m.def("default_kernel_flags", &coil::runtime::default_kernel_flags,
         "The compiler flags build_shared_library uses when flags is None.");

@@ -165,7 +165,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       std::string wrapper =
           codegen::render_cpp_wrapper(prog, schedule, kernels, opts.title, opts.cpp_wrapper_checks);
       r.artifacts["wrapper.cpp"] = wrapper;
-      r.kernel_source = (kernels.empty() ? source : r.kernel_source) + wrapper;
+      r.kernel_source += wrapper;  // (self-contained: a graph without kernels is the wrapper)
       r.wrapper = "cpp";
       r.output_code = codegen::render_python_bridge(prog, kernels, r.kernel_source, opts.title);
     } else {

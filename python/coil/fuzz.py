@@ -476,7 +476,7 @@ def _check_grads(program: Program, inputs: list, seed: int, dtypes: set, dynamic
 def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
                vectorize: str | None = None, train: bool = False,
                invariants: bool = False, pieces: bool = False,
-               triton_check: bool = False) -> Result:
+               triton_check: bool = False, cpp_wrapper: bool = False) -> Result:
     """Compiles and runs one program; compares with eager. With `dynamic`, the program is
     compiled with symbolic sizes (dynamic=True) and also run at a second size where eager can
     run it (a program whose reshapes or slices fit one size only is checked at that size).
@@ -486,7 +486,8 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
     invariants: the program with the masks of with_invariants (programs without an amax or amin
     pass at once). pieces: the program with with_pieces' steps. triton_check: Triton kernels
     (cpu_backend="triton", run by Triton's interpreter: TRITON_INTERPRET=1), each also compiled
-    for sm_90 (python/coil/triton_check.py; one that does not compile fails the program)."""
+    for sm_90 (python/coil/triton_check.py; one that does not compile fails the program).
+    cpp_wrapper: CPU graphs run through their C++ wrappers (option cpp_wrapper)."""
     import coil
 
     program, inputs = generate(seed)
@@ -516,6 +517,8 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
             patch["cpp_vectorize"] = vectorize
         if triton_check:
             patch.update(cpu_backend="triton", triton_check_target="sm_90")
+        if cpp_wrapper:
+            patch["cpp_wrapper"] = True
         with coil.config.patch(**patch), warnings.catch_warnings():
             warnings.simplefilter("error", coil.CoilWarning)
             compiled = torch.compile(fn, backend="coil", dynamic=dynamic)
@@ -667,6 +670,11 @@ def main(argv=None) -> int:
              "compiled for sm_90: a kernel the GPU compiler rejects fails its program",
     )
     parser.add_argument(
+        "--cpp-wrapper", action="store_true",
+        help="CPU graphs run through C++ wrappers built into their kernel libraries (option "
+             "cpp_wrapper) instead of generated Python",
+    )
+    parser.add_argument(
         "--control-flow", action="store_true",
         help="each program as both branches of a torch.cond, called with the predicate true "
              "and false (the branches compiled by coil)",
@@ -694,7 +702,7 @@ def main(argv=None) -> int:
         else:
             r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
                            train=args.train, invariants=args.invariants, pieces=args.pieces,
-                           triton_check=args.triton_check)
+                           triton_check=args.triton_check, cpp_wrapper=args.cpp_wrapper)
         ran += 1
         skipped += r.message.startswith("skipped")
         if not r.ok:

@@ -68,6 +68,18 @@ def test_random_programs_match_eager_in_vector_loops(tmp_path):
                  vectorize="on")
 
 
+CPP_WRAPPER_FIRST_SEED = 900000
+CPP_WRAPPER_COUNT = 30
+
+
+def test_random_programs_match_eager_through_cpp_wrappers(tmp_path):
+    # The same generator with each CPU graph run by its C++ wrapper (option cpp_wrapper; python
+    # -m coil.fuzz --cpp-wrapper): allocations, views, buffer reuse, library and fallback calls
+    # boxed through the dispatcher, and outputs handed back as tensors, against eager.
+    _check_seeds(range(CPP_WRAPPER_FIRST_SEED, CPP_WRAPPER_FIRST_SEED + CPP_WRAPPER_COUNT),
+                 tmp_path, cpp_wrapper=True)
+
+
 PIECES_FIRST_SEED = 800000
 PIECES_COUNT = 40
 

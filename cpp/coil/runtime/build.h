@@ -40,11 +40,16 @@ std::vector<std::string> default_kernel_flags();
 // The line generated C++ sources put before each kernel (codegen: compile.cpp): where a source
 // may be cut into translation units.
 inline constexpr const char* kKernelBoundary = "// coil: kernel\n";
+// The line before a graph's C++ wrapper (codegen/wrapper/cpp_wrapper.h), the last part of its
+// source: the wrapper is always a translation unit of its own (it needs none of the kernels'
+// prelude), compiled with BuildOptions::wrapper_precompiled_header.
+inline constexpr const char* kWrapperBoundary = "// coil: wrapper\n";
 
 // The translation units `source` is compiled as: the text before the first kKernelBoundary line
 // followed by a group of its kernels, at most `jobs` groups of about equal size (kernels keep
 // their order within a group); one unit, the source itself, when it has no boundary, one kernel,
 // or too little code to be worth a second compiler (each unit gets at least ~24 KB of kernels).
+// A wrapper (after a kWrapperBoundary line) is a last unit of its own, self-contained.
 std::vector<std::string> split_source(const std::string& source, int jobs);
 
 struct BuildOptions {
@@ -61,6 +66,9 @@ struct BuildOptions {
   // library: a corrupt .gch is rebuilt), and sources are compiled with `-include coil_pch.h`. A
   // header that fails to precompile is still included, as text (slower builds, same results).
   std::string precompiled_header;
+  // The same for the wrapper's unit (kWrapperBoundary): ATen's dispatcher headers, which kernels
+  // do not need (nor the wrapper at::vec's). Empty: the wrapper unit uses precompiled_header.
+  std::string wrapper_precompiled_header;
   // Compilers run at once for one source's translation units (split_source); 0: the environment
   // variable COIL_BUILD_JOBS if set, else the machine's hardware threads, at most 8.
   int jobs = 0;

@@ -340,6 +340,24 @@ TEST(SplitSource, CutsAtKernelBoundariesIntoBalancedUnitsEachWithThePrefix) {
   EXPECT_EQ(split_source(source, 1).size(), 1u);
 }
 
+TEST(SplitSource, AWrapperIsAUnitOfItsOwn) {
+  const std::string wrapper =
+      std::string(kWrapperBoundary) + "extern \"C\" int run() { return 0; }\n";
+  std::string kernels = kPrefix + big_kernel("a", 1, 500) + big_kernel("b", 2, 500);
+  std::vector<std::string> units = split_source(kernels + wrapper, 4);
+  ASSERT_EQ(units.size(), 2u);  // the kernels (too small to split), then the wrapper alone
+  EXPECT_EQ(units[0], kernels);
+  EXPECT_EQ(units[1], wrapper);
+  EXPECT_EQ(split_source(kernels + wrapper, 1).size(), 2u);
+  std::string many = kPrefix;
+  for (int k = 0; k < 4; ++k) many += big_kernel("k" + std::to_string(k), k, 30000);
+  units = split_source(many + wrapper, 3);
+  ASSERT_EQ(units.size(), 3u);  // two units of kernels (3 jobs, one for the wrapper), the wrapper
+  EXPECT_EQ(units.back(), wrapper);
+  // A graph without kernels: its wrapper is the source.
+  EXPECT_EQ(split_source(wrapper, 4), std::vector<std::string>{wrapper});
+}
+
 TEST_F(BuildTest, ASourceOfManyKernelsIsCompiledAsUnitsAtOnceAndLinked) {
   std::string source = kPrefix + big_kernel("add_f32", 2, 30000) + big_kernel("x3", 3, 30000);
   opts_.jobs = 2;

@@ -321,7 +321,7 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
                                const std::vector<KernelSource>& kernels, const std::string& title,
                                bool checks) {
   std::ostringstream out;
-  out << runtime::kKernelBoundary;
+  out << runtime::kWrapperBoundary;
   out << "// The program that runs " << title << " (C++ wrapper: runtime/graph_abi.h).\n";
   out << kCppWrapperRuntime << "\n";
   std::set<std::string> declared;

@@ -33,6 +33,16 @@ inline constexpr const char* kCppWrapperRuntime = R"CPP(
 #include <utility>
 #include <vector>
 
+  // Size arithmetic (sym::to_cpp): Python's floor division and modulo, as the kernels' prelude has.
+  inline int64_t coil_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  }
+  inline int64_t coil_mod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  }
+
   namespace coil_wrapper {
 
   using at::Tensor;
