@@ -358,15 +358,7 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
     out << "    std::memset(" << v << ".data_ptr(), 0, 3 * sizeof(int64_t));\n";
   }
 
-  std::map<int, std::vector<std::string>> frees;
-  std::set<std::string> reused;
-  for (const auto& [name, plan] : s.buffers)
-    if (!plan.reuses.empty()) reused.insert(plan.reuses);
-  for (const auto& [name, plan] : s.buffers) {
-    if (plan.stored && plan.free_step >= 0 && !reused.count(name))
-      frees[plan.free_step].push_back(name);
-  }
-  for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
+  std::map<int, std::vector<std::string>> frees = releases_by_step(s);
 
   auto allocate = [&](const ir::Buffer& b) {
     const sched::BufferPlan& plan = s.buffers.at(b.name);

@@ -198,6 +198,22 @@ bool large_cpu_buffer(const ir::Layout& layout) {
   return numel && *numel >= kLargeCpuBufferBytes / graph::dtype_itemsize(layout.dtype);
 }
 
+std::map<int, std::vector<std::string>> releases_by_step(const sched::Schedule& s) {
+  std::map<int, std::vector<std::string>> frees;
+  std::set<std::string> reused;
+  for (const auto& [name, plan] : s.buffers) {
+    if (!plan.reuses.empty()) reused.insert(plan.reuses);
+  }
+  for (const auto& [name, plan] : s.buffers) {
+    if (plan.stored && plan.free_step >= 0 && !reused.count(name))
+      frees[plan.free_step].push_back(name);
+  }
+  // Inputs go too after their last reader (the wrapper dropped its arguments: this may be the
+  // last reference).
+  for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
+  return frees;
+}
+
 std::string bind_size_symbols(const ir::Program& prog) {
   std::string out;
   for (const graph::SizeSymbol& s : prog.size_symbols) {
@@ -360,17 +376,7 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
         << ")  # flag, index, size of a bad indirect index\n";
   }
 
-  std::map<int, std::vector<std::string>> frees;
-  std::set<std::string> reused;
-  for (const auto& [name, plan] : s.buffers) {
-    if (!plan.reuses.empty()) reused.insert(plan.reuses);
-  }
-  for (const auto& [name, plan] : s.buffers) {
-    if (plan.stored && plan.free_step >= 0 && !reused.count(name))
-      frees[plan.free_step].push_back(name);
-  }
-  // Inputs go too after their last reader (call() cleared args: this may be the last reference).
-  for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
+  std::map<int, std::vector<std::string>> frees = releases_by_step(s);
   auto allocate = [&](const ir::Buffer& b) {
     const sched::BufferPlan& plan = s.buffers.at(b.name);
     if (!plan.reuses.empty()) {

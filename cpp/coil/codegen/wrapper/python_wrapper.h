@@ -6,6 +6,7 @@
 // the outputs. Run as a script, it times call() on random inputs of the graph's shapes.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
 // builds and loads the library and binds call(args) to its coil_graph_run.
 std::string render_python_bridge(const ir::Program& prog, const std::vector<KernelSource>& kernels,
                                  const std::string& kernel_file_source, const std::string& title);
+
+// The buffers a wrapper releases after each step of the schedule (Python `del`, C++ reset()):
+// computed buffers after their last reader unless another takes their storage, and inputs after
+// theirs.
+std::map<int, std::vector<std::string>> releases_by_step(const sched::Schedule& s);
 
 // Whether a CPU buffer of this layout is large enough (4 MiB) to be allocated asking for 2 MiB
 // pages (runtime/memory.h); symbolic sizes decide by their hints.
