@@ -5,7 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "coil/codegen/cpp/prelude.h"
-#include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
+#include "coil/runtime/aten_shim_text.h"
 #include "coil/compile.h"
 #include "coil/graph/serialize.h"
 #include "coil/lower/attention_pattern.h"
@@ -121,7 +121,8 @@ NB_MODULE(_C, m) {
   m.attr("VEC_HEADERS") = coil::codegen::cpp::kVecHeaders;
   m.attr("CPP_PRELUDE") = coil::codegen::cpp::kPrelude;
   m.attr("VEC_PRELUDE") = coil::codegen::cpp::kVecPrelude;
-  m.attr("CPP_WRAPPER_HEADERS") = coil::codegen::kCppWrapperHeaders;
+  m.attr("ATEN_SHIM_SOURCE") =
+      std::string(coil::runtime::kAtenShimHeader) + coil::runtime::kAtenShimSource;
   bind_runtime(m);
   bind_package(m);
 }

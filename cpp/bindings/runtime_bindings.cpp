@@ -2,7 +2,7 @@
 //
 // bind_runtime(m) adds to coil._C:
 //   build_shared_library(source, cache_dir, compiler="g++", flags=None, inject_build_failure=False,
-//                        precompiled_header="", wrapper_precompiled_header="")
+//                        precompiled_header="")
 //       -> {"so_path", "source_path", "cache_hit", "seconds"}; raises coil._C.BuildError
 //       (a RuntimeError). flags=None means BuildOptions' default flags. The GIL is released while
 //       building.
@@ -158,11 +158,9 @@ PyType_Slot kernel_slots[] = {
 
 nb::dict build(const std::string& source, const std::string& cache_dir, const std::string& compiler,
                const std::optional<std::vector<std::string>>& flags, bool inject_build_failure,
-               const std::string& precompiled_header,
-               const std::string& wrapper_precompiled_header) {
+               const std::string& precompiled_header) {
   BuildOptions opts;
   opts.precompiled_header = precompiled_header;
-  opts.wrapper_precompiled_header = wrapper_precompiled_header;
   opts.cache_dir = cache_dir;
   opts.compiler = compiler;
   if (flags) opts.flags = *flags;
@@ -196,15 +194,16 @@ Kernel make_kernel(const KernelLibrary& self, const std::string& name, Py_ssize_
   return kernel;
 }
 
-// A graph's coil_graph_run (runtime/graph_abi.h) in a loaded library.
+// A graph's coil_graph_run (runtime/graph_abi.h) in a loaded library, bound to coil's ATen shim.
 struct GraphRun {
   coil::runtime::GraphRunFn run = nullptr;
   coil::runtime::GraphTextFn error = nullptr;
   std::string signature;
-  std::shared_ptr<Library> library;
+  std::shared_ptr<Library> library, shim;
 };
 
-GraphRun make_graph_run(const KernelLibrary& self) {
+GraphRun make_graph_run(const KernelLibrary& self, const KernelLibrary& shim) {
+  using ShimFn = const void* (*)();
   GraphRun g;
   g.run = reinterpret_cast<coil::runtime::GraphRunFn>(
       self.library->symbol(coil::runtime::kGraphRunSymbol));
@@ -212,7 +211,16 @@ GraphRun make_graph_run(const KernelLibrary& self) {
       self.library->symbol(coil::runtime::kGraphErrorSymbol));
   g.signature = reinterpret_cast<coil::runtime::GraphTextFn>(
       self.library->symbol(coil::runtime::kGraphSignatureSymbol))();
+  auto bind = reinterpret_cast<coil::runtime::GraphBindFn>(
+      self.library->symbol(coil::runtime::kGraphBindSymbol));
+  const void* table = reinterpret_cast<ShimFn>(shim.library->symbol("coil_aten_shim"))();
+  if (bind(table) != 0) {
+    throw std::runtime_error("coil: the graph library '" + self.library->path() +
+                             "' refused coil's ATen shim '" + shim.library->path() +
+                             "' (another COIL_SHIM_ABI_VERSION: rebuild the graph)");
+  }
   g.library = self.library;
+  g.shim = shim.library;
   return g;
 }
 
@@ -255,7 +263,6 @@ void bind_runtime(nb::module_& m) {
   m.def("build_shared_library", &build, nb::arg("source"), nb::arg("cache_dir"),
         nb::arg("compiler") = "g++", nb::arg("flags") = nb::none(),
         nb::arg("inject_build_failure") = false, nb::arg("precompiled_header") = "",
-        nb::arg("wrapper_precompiled_header") = "",
         "Build C++ kernel source into a shared library through the on-disk cache.");
   m.def("default_kernel_flags", &coil::runtime::default_kernel_flags,
         "The compiler flags build_shared_library uses when flags is None.");
@@ -287,8 +294,9 @@ void bind_runtime(nb::module_& m) {
       .def_prop_ro("path", [](const KernelLibrary& lib) { return lib.library->path(); })
       .def("kernel", &make_kernel, nb::arg("name"), nb::arg("num_ptrs"), nb::arg("num_ints"),
            "The kernel `extern \"C\" void name(void* const* ptrs, const int64_t* ints)`.")
-      .def("graph_run", &make_graph_run,
-           "The library's coil_graph_run, for a graph built with a C++ wrapper.");
+      .def("graph_run", &make_graph_run, nb::arg("shim"),
+           "The library's coil_graph_run, for a graph built with a C++ wrapper, bound to the "
+           "ATen shim in the library `shim` (runtime/aten_shim.h).");
 
   nb::class_<GraphRun>(m, "GraphRun", "A graph's coil_graph_run (runtime/graph_abi.h).")
       .def_prop_ro("signature", [](const GraphRun& g) { return g.signature; })

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "coil/graph/json.h"
+#include "coil/runtime/aten_shim.h"
 #include "coil/runtime/graph_abi.h"
 #include "coil/runtime/library.h"
 
@@ -194,12 +195,14 @@ void Package::Impl::load_library(const std::string& bytes, const MetadataReader&
   const std::string so_path = temp_dir + "/graph.so";
   write_file(so_path, bytes, meta);
   runtime::GraphTextFn signature_fn = nullptr;
+  runtime::GraphBindFn bind = nullptr;
   try {
     library = runtime::Library::load(so_path);
     run_fn = reinterpret_cast<runtime::GraphRunFn>(library->symbol(runtime::kGraphRunSymbol));
     error_fn = reinterpret_cast<runtime::GraphTextFn>(library->symbol(runtime::kGraphErrorSymbol));
     signature_fn =
         reinterpret_cast<runtime::GraphTextFn>(library->symbol(runtime::kGraphSignatureSymbol));
+    bind = reinterpret_cast<runtime::GraphBindFn>(library->symbol(runtime::kGraphBindSymbol));
   } catch (const std::runtime_error& e) {
     ::unlink(so_path.c_str());
     throw meta.error(std::string("cannot load its library: ") + e.what() +
@@ -208,6 +211,11 @@ void Package::Impl::load_library(const std::string& bytes, const MetadataReader&
   // The mapping stays; the file is not needed any more. The folder stays until ~Impl so that its
   // name, which the loader knows the library by, is not reused while the library is loaded.
   ::unlink(so_path.c_str());
+  // coil's ATen shim (runtime/aten_shim.h), compiled into this library.
+  if (bind(coil_aten_shim()) != 0) {
+    throw meta.error("its library refused this coil's ATen shim (shim ABI version " +
+                     std::to_string(COIL_SHIM_ABI_VERSION) + "). Export it again with this coil.");
+  }
 
   Json signature;
   try {

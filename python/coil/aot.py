@@ -114,7 +114,7 @@ def aot_compile(exported: torch.export.ExportedProgram, path: str,
             raise AotError(f"the program cannot be packaged: {why}")
         so_path = runtime.build_cpp(result["kernel_source"],
                                     aten_headers=bool(result["needs_aten_headers"]),
-                                    vec=bool(result["vectorized"]), wrapper=True)
+                                    vec=bool(result["vectorized"]))
     with open(so_path, "rb") as f:
         library = f.read()
     metadata = {
@@ -169,7 +169,10 @@ class AotModel:
             with open(so, "wb") as f:
                 f.write(entries[meta["library"]])
             self._lib = _C.KernelLibrary(so)
-        self._run = self._lib.graph_run()
+        try:
+            self._run = self._lib.graph_run(runtime.aten_shim())
+        except RuntimeError as e:
+            raise AotError(f"{where}: {e}") from None
         signature = json.loads(self._run.signature)
         if signature["tensor_inputs"] != len(meta["graph_inputs"]) or signature["outputs"] != \
                 meta["num_outputs"]:

@@ -480,6 +480,8 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
         isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs
     ):
         runtime.prepare_vec_flags()  # C++ kernels ahead: their flags found while Dynamo traces
+        if opts.cpp_wrapper:
+            runtime.prepare_aten_shim()
     function = cudagraphs.Function(num_dynamo_inputs=len(example_inputs))
     warm_key = graph_cache.key_for(gm, example_inputs, opts)
     if warm_key:

@@ -325,25 +325,66 @@ def _vec_flags() -> tuple | None:
     return None
 
 
-def wrapper_flags() -> tuple:
-    """Flags for a kernel file holding a C++ wrapper (codegen/wrapper/cpp_wrapper.h): torch's
-    headers (its C shim) and its CPU library."""
+def _torch_library_flags() -> list:
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    return aten_header_flags() + (f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}")
+    return [f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"]
 
 
-def load_cpp(source: str, aten_headers: bool = False, vec: bool = False, wrapper: bool = False):
+_shim_lock = threading.Lock()
+
+
+@functools.cache
+def _aten_shim():
+    """The library of coil's ATen shim (runtime/aten_shim.h) that graphs with a C++ wrapper run
+    on: built from coil._C.ATEN_SHIM_SOURCE against this torch, once per build cache (about 8 s;
+    the cache keys it by torch's version and headers)."""
+    opts = config.options
+    flags = list(aten_header_flags()) + _torch_library_flags()
+    built = _C.build_shared_library(_C.ATEN_SHIM_SOURCE, cache_dir=opts.cache_dir,
+                                    compiler=opts.compiler, flags=flags)
+    return _C.KernelLibrary(built["so_path"])
+
+
+def aten_shim():
+    """_aten_shim, built once per process (callers on other threads wait for the first)."""
+    with _shim_lock:
+        return _aten_shim()
+
+
+_shim_warmer: threading.Thread | None = None
+
+
+def prepare_aten_shim() -> None:
+    """Builds (or finds) the ATen shim on a daemon thread, once per process, while a graph is
+    still being traced: the backend calls it for CPU graphs when C++ wrappers are on."""
+    global _shim_warmer
+    if _shim_warmer is not None:
+        return
+    _shim_warmer = threading.Thread(target=lambda: _quietly(aten_shim), name="coil-aten-shim",
+                                    daemon=True)
+    _shim_warmer.start()
+    atexit.register(_shim_warmer.join)  # not killed mid-build, leaving a temporary file
+
+
+def _quietly(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001  (the graph's own call builds it again and reports)
+        pass
+
+
+def load_cpp(source: str, aten_headers: bool = False, vec: bool = False):
     """Builds (or finds in the cache) the shared library for `source` and loads it.
     aten_headers: the source includes ATen's headers (kernels calling its special functions).
-    vec: the source has vector loops (at::vec). wrapper: it holds a C++ wrapper."""
-    return _C.KernelLibrary(build_cpp(source, aten_headers, vec, wrapper))
+    vec: the source has vector loops (at::vec). A C++ wrapper in it needs no flag of its own."""
+    return _C.KernelLibrary(build_cpp(source, aten_headers, vec))
 
 
-def build_cpp(source: str, aten_headers: bool = False, vec: bool = False,
-              wrapper: bool = False) -> str:
+def build_cpp(source: str, aten_headers: bool = False, vec: bool = False) -> str:
     """load_cpp's build: the path of the shared library for `source` in the build cache."""
     opts = config.options
-    flags = ((vec_flags() or _vec_base_flags()) if vec else wrapper_flags() if wrapper
+    # A C++ wrapper needs no flags of its own: it includes only coil's ATen shim.
+    flags = ((vec_flags() or _vec_base_flags()) if vec
              else aten_header_flags() if aten_headers else None)
     built = _C.build_shared_library(
         source,
@@ -351,10 +392,8 @@ def build_cpp(source: str, aten_headers: bool = False, vec: bool = False,
         compiler=opts.compiler,
         flags=list(flags) if flags else None,
         inject_build_failure=opts.inject_build_failure,
-        # at::vec's headers take a second to parse, ATen's dispatcher's (a C++ wrapper's, in
-        # its own translation unit) five: each precompiled once, in the cache.
+        # at::vec's headers take a second to parse: precompiled once, in the cache.
         precompiled_header=_C.VEC_HEADERS if vec else "",
-        wrapper_precompiled_header=_C.CPP_WRAPPER_HEADERS if wrapper else "",
     )
     if "perf" in opts.logs:
         state = "cache hit" if built["cache_hit"] else f"built in {built['seconds']:.2f} s"
@@ -372,7 +411,7 @@ class GraphEntry:
     inputs as int64s, and the outputs come back as handles, stolen into tensors."""
 
     def __init__(self, lib, tensors: list, scalars: list, outputs: int):
-        self._run = lib.graph_run()
+        self._run = lib.graph_run(aten_shim())
         self._tensors = tensors
         self._scalars = scalars
         self._outputs = outputs

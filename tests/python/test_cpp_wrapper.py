@@ -115,3 +115,27 @@ def test_a_graph_it_cannot_run_keeps_the_python_wrapper():
     assert [r.wrapper for r in outer] == ["python"], [r.cpp_wrapper_blocker for r in outer]
     assert "not an ATen op" in outer[0].cpp_wrapper_blocker
     assert branches and all(r.wrapper == "cpp" for r in branches)
+
+
+def test_wrapper_includes_no_torch_header_and_refuses_another_shim(tmp_path):
+    """A wrapper compiles against coil's ATen shim alone (runtime/aten_shim.h); a library that
+    refuses the shim it is handed (another COIL_SHIM_ABI_VERSION) is an error, not a crash."""
+    from coil import _C, config, runtime
+
+    with config.patch(debug_dir=str(tmp_path / "debug")):
+        records = check(lambda x: (x * 2).sum(0), torch.randn(8, 8))
+    with open(f"{records[0].debug_dir}/output_code.py") as f:
+        wrapper = f.read().split("// coil: wrapper\n", 1)[1]
+    assert "#include <ATen" not in wrapper and "#include <torch" not in wrapper
+    assert "COIL_SHIM_ABI_VERSION" in wrapper
+
+    source = r"""
+#include <cstdint>
+extern "C" int32_t coil_graph_run(void* const*, const int64_t*, void**) { return 1; }
+extern "C" const char* coil_graph_error() { return ""; }
+extern "C" const char* coil_graph_signature() { return "{}"; }
+extern "C" int32_t coil_graph_bind(const void*) { return 1; }
+"""
+    built = _C.build_shared_library(source, cache_dir=config.options.cache_dir)
+    with pytest.raises(RuntimeError, match="refused coil's ATen shim"):
+        _C.KernelLibrary(built["so_path"]).graph_run(runtime.aten_shim())

@@ -285,8 +285,6 @@ std::string cache_key(std::string_view source, const BuildOptions& opts, std::st
   hasher.update("coil.runtime.build_shared_library v1\n");
   field(source);
   if (!opts.precompiled_header.empty()) field("pch:" + opts.precompiled_header);
-  if (!opts.wrapper_precompiled_header.empty())
-    field("wrapper pch:" + opts.wrapper_precompiled_header);
   field(opts.compiler);
   field(std::to_string(opts.flags.size()));
   for (const std::string& flag : opts.flags) field(flag);
@@ -445,7 +443,7 @@ void compile(const BuildOptions& opts, const std::string& entry_dir, const std::
 // BuildError carrying its output, after every compiler has finished.
 void compile_units(const BuildOptions& opts, const std::string& entry_dir,
                    const std::vector<std::string>& units, const std::string& out_path,
-                   const std::string& pch_header, const std::string& wrapper_pch_header) {
+                   const std::string& pch_header) {
   struct Unit {
     std::string source, object, log;
     std::vector<std::string> argv;
@@ -461,8 +459,8 @@ void compile_units(const BuildOptions& opts, const std::string& entry_dir,
     write_file_atomically(u.source, units[i]);
     u.object_file = std::make_unique<TempFile>(temp_path_for(u.object));
     u.argv = {opts.compiler, "-c", u.source};
-    const std::string& pch =
-        units[i].find(kWrapperBoundary) != std::string::npos ? wrapper_pch_header : pch_header;
+    // The wrapper's unit includes only coil's ATen shim: no precompiled header.
+    const std::string pch = units[i].find(kWrapperBoundary) != std::string::npos ? "" : pch_header;
     if (!pch.empty()) {
       u.argv.push_back("-include");
       u.argv.push_back(pch);
@@ -630,21 +628,14 @@ BuildResult build_shared_library(const std::string& source, const BuildOptions& 
   write_file_atomically(result.source_path, effective_source);
   std::string pch =
       opts.precompiled_header.empty() ? "" : precompiled_header(opts, cache_dir, version);
-  std::string wrapper_pch = pch;
-  if (!opts.wrapper_precompiled_header.empty() &&
-      effective_source.find(kWrapperBoundary) != std::string::npos) {
-    BuildOptions wrapper_opts = opts;
-    wrapper_opts.precompiled_header = opts.wrapper_precompiled_header;
-    wrapper_pch = precompiled_header(wrapper_opts, cache_dir, version);
-  }
   TempFile so_temp(temp_path_for(result.so_path));
   std::vector<std::string> units =
       split_source(effective_source, opts.jobs > 0 ? opts.jobs : default_jobs());
   if (units.size() > 1) {
-    compile_units(opts, entry_dir, units, so_temp.path(), pch, wrapper_pch);
+    compile_units(opts, entry_dir, units, so_temp.path(), pch);
   } else {
     bool wrapper_only = effective_source.find(kWrapperBoundary) != std::string::npos;
-    compile(opts, entry_dir, result.source_path, so_temp.path(), wrapper_only ? wrapper_pch : pch);
+    compile(opts, entry_dir, result.source_path, so_temp.path(), wrapper_only ? "" : pch);
   }
   std::string summary = file_summary(so_temp.path());
   if (summary.empty()) {

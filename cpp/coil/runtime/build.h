@@ -42,7 +42,8 @@ std::vector<std::string> default_kernel_flags();
 inline constexpr const char* kKernelBoundary = "// coil: kernel\n";
 // The line before a graph's C++ wrapper (codegen/wrapper/cpp_wrapper.h), the last part of its
 // source: the wrapper is always a translation unit of its own (it needs none of the kernels'
-// prelude), compiled with BuildOptions::wrapper_precompiled_header.
+// prelude; it includes only coil's ATen shim, runtime/aten_shim.h), compiled without a
+// precompiled header.
 inline constexpr const char* kWrapperBoundary = "// coil: wrapper\n";
 
 // The translation units `source` is compiled as: the text before the first kKernelBoundary line
@@ -66,9 +67,6 @@ struct BuildOptions {
   // library: a corrupt .gch is rebuilt), and sources are compiled with `-include coil_pch.h`. A
   // header that fails to precompile is still included, as text (slower builds, same results).
   std::string precompiled_header;
-  // The same for the wrapper's unit (kWrapperBoundary): ATen's dispatcher headers, which kernels
-  // do not need (nor the wrapper at::vec's). Empty: the wrapper unit uses precompiled_header.
-  std::string wrapper_precompiled_header;
   // Compilers run at once for one source's translation units (split_source); 0: the environment
   // variable COIL_BUILD_JOBS if set, else the machine's hardware threads, at most 8.
   int jobs = 0;

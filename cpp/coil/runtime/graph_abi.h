@@ -1,12 +1,16 @@
 // The entry points of a graph compiled with a C++ wrapper (codegen/wrapper/cpp_wrapper.h).
 //
 // A graph's kernel library then also holds the program that runs the graph: it allocates buffers,
-// calls its kernels directly, calls ATen ops through the dispatcher (torch's C shim,
-// torch/csrc/inductor/aoti_torch/c/shim.h) and returns the outputs. Tensors cross the boundary as
-// AtenTensorHandle (an owned `at::Tensor*` behind an opaque pointer), so the library needs none of
-// ATen's C++ headers and the caller may be Python (coil.runtime, through
+// calls its kernels directly, calls ATen ops boxed through the dispatcher and returns the outputs.
+// It does all its tensor work through coil's ATen shim (runtime/aten_shim.h), a table of C
+// functions its loader hands it, so the library includes none of torch's headers and links none
+// of its libraries. Tensors cross the boundary as AtenTensorHandle (an owned `at::Tensor*` behind
+// an opaque pointer); the caller may be Python (coil.runtime, through
 // torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors) or C++ (coil::Package, package.h).
 //
+//   int32_t coil_graph_bind(const void* shim)
+//     hands the library the shim (a const CoilAtenShim*), once, before any run. Returns 0, or 1
+//     when it is missing or of another COIL_SHIM_ABI_VERSION.
 //   int32_t coil_graph_run(void* const* inputs, const int64_t* scalars, void** outputs)
 //     inputs:  one AtenTensorHandle per tensor input, in the graph's input order (int inputs
 //              skipped). The call takes ownership: each handle is deleted after its last use, so
@@ -30,6 +34,7 @@
 
 namespace coil::runtime {
 
+inline constexpr const char* kGraphBindSymbol = "coil_graph_bind";
 inline constexpr const char* kGraphRunSymbol = "coil_graph_run";
 inline constexpr const char* kGraphErrorSymbol = "coil_graph_error";
 inline constexpr const char* kGraphSignatureSymbol = "coil_graph_signature";
@@ -41,5 +46,6 @@ inline constexpr int32_t kGraphBadInput = 3;    // inputs do not match the compi
 
 using GraphRunFn = int32_t (*)(void* const* inputs, const int64_t* scalars, void** outputs);
 using GraphTextFn = const char* (*)();
+using GraphBindFn = int32_t (*)(const void* shim);
 
 }  // namespace coil::runtime

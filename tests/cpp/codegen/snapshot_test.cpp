@@ -22,6 +22,7 @@
 #include "coil/codegen/cpp/prelude.h"
 #include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
 #include "coil/compile.h"
+#include "coil/runtime/aten_shim_text.h"
 
 namespace coil::codegen {
 namespace {
@@ -166,9 +167,11 @@ TEST_P(CppWrapperSnapshot, MatchesCheckedInFiles) {
   opts.cpp_wrapper_checks = true;
   CompileResult r = compile_graph(named.build(), opts);
   auto it = r.artifacts.find("wrapper.cpp");
-  std::string actual = it == r.artifacts.end() ? "<no wrapper.cpp: " + r.cpp_wrapper_blocker + ">\n"
-                                               : replace_all(it->second, kCppWrapperRuntime,
-                                                             "// <cpp_wrapper_runtime.h>\n");
+  std::string actual =
+      it == r.artifacts.end()
+          ? "<no wrapper.cpp: " + r.cpp_wrapper_blocker + ">\n"
+          : replace_all(replace_all(it->second, kCppWrapperRuntime, "// <cpp_wrapper_runtime.h>\n"),
+                        runtime::kAtenShimHeader, "// <runtime/aten_shim.h>\n");
   EXPECT_EQ(r.wrapper, it == r.artifacts.end() ? "python" : "cpp");
   fs::path file = snapshot_dir() / snapshot_file(named.name, "wrapper.cpp");
   if (updating()) {

@@ -10,6 +10,7 @@
 #include "coil/codegen/kernel_args.h"
 #include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
 #include "coil/codegen/wrapper/python_wrapper.h"
+#include "coil/runtime/aten_shim_text.h"
 #include "coil/runtime/build.h"
 
 namespace coil::codegen {
@@ -34,25 +35,16 @@ std::string expr(const sym::Expr& e) {
   return sym::to_cpp(e, sym::RangeEnv());
 }
 
-// c10::ScalarType's name of a dtype.
+// The shim's constant for a dtype (runtime/aten_shim.h: c10::ScalarType's values).
 std::string scalar_type(graph::DType d) {
   using D = graph::DType;
-  static const std::map<D, const char*> names = {{D::Bool, "Bool"},
-                                                 {D::UInt8, "Byte"},
-                                                 {D::Int8, "Char"},
-                                                 {D::Int16, "Short"},
-                                                 {D::Int32, "Int"},
-                                                 {D::Int64, "Long"},
-                                                 {D::Float16, "Half"},
-                                                 {D::BFloat16, "BFloat16"},
-                                                 {D::Float32, "Float"},
-                                                 {D::Float64, "Double"},
-                                                 {D::Complex64, "ComplexFloat"},
-                                                 {D::Complex128, "ComplexDouble"},
-                                                 {D::UInt16, "UInt16"},
-                                                 {D::UInt32, "UInt32"},
-                                                 {D::UInt64, "UInt64"}};
-  return std::string("c10::ScalarType::") + names.at(d);
+  static const std::map<D, const char*> names = {
+      {D::Bool, "BOOL"},       {D::UInt8, "UINT8"},         {D::Int8, "INT8"},
+      {D::Int16, "INT16"},     {D::Int32, "INT32"},         {D::Int64, "INT64"},
+      {D::Float16, "FLOAT16"}, {D::BFloat16, "BFLOAT16"},   {D::Float32, "FLOAT32"},
+      {D::Float64, "FLOAT64"}, {D::Complex64, "COMPLEX64"}, {D::Complex128, "COMPLEX128"},
+      {D::UInt16, "UINT16"},   {D::UInt32, "UINT32"},       {D::UInt64, "UINT64"}};
+  return std::string("COIL_DTYPE_") + names.at(d);
 }
 
 std::string quote(const std::string& s) {
@@ -80,15 +72,19 @@ std::string double_text(double v) {
   return t;
 }
 
-// The IValue of an Enum arg ("torch.strided", "torch.channels_last", "device:cpu"), or "".
+// The CoilValue of an Enum arg ("torch.strided", "torch.channels_last", "device:cpu"), or "".
 std::string enum_value(const std::string& text) {
   static const std::map<std::string, std::string> values = {
-      {"torch.strided", "c10::Layout::Strided"},
-      {"torch.contiguous_format", "c10::MemoryFormat::Contiguous"},
-      {"torch.channels_last", "c10::MemoryFormat::ChannelsLast"},
-      {"torch.channels_last_3d", "c10::MemoryFormat::ChannelsLast3d"},
-      {"torch.preserve_format", "c10::MemoryFormat::Preserve"}};
-  if (text.rfind("device:", 0) == 0) return "c10::Device(\"" + text.substr(7) + "\")";
+      {"torch.strided", "integer(COIL_LAYOUT_STRIDED, COIL_VALUE_LAYOUT)"},
+      {"torch.contiguous_format",
+       "integer(COIL_MEMORY_FORMAT_CONTIGUOUS, COIL_VALUE_MEMORY_FORMAT)"},
+      {"torch.channels_last",
+       "integer(COIL_MEMORY_FORMAT_CHANNELS_LAST, COIL_VALUE_MEMORY_FORMAT)"},
+      {"torch.channels_last_3d",
+       "integer(COIL_MEMORY_FORMAT_CHANNELS_LAST_3D, COIL_VALUE_MEMORY_FORMAT)"},
+      {"torch.preserve_format", "integer(COIL_MEMORY_FORMAT_PRESERVE, COIL_VALUE_MEMORY_FORMAT)"}};
+  if (text.rfind("device:", 0) == 0)
+    return "text(" + quote(text.substr(7)) + ", COIL_VALUE_DEVICE)";
   auto it = values.find(text);
   return it == values.end() ? "" : it->second;
 }
@@ -123,41 +119,53 @@ std::string arg_blocker(const Arg& a, const std::string& type) {
   return "an argument of schema type " + type;
 }
 
-// The C++ expression of one dispatcher argument (an IValue's constructor argument).
-std::string encode(const Arg& a, const std::string& type, const std::vector<std::string>& tensors) {
+// The CoilValue expression of one library call argument; what it points to (a list's items) is
+// declared into `locals` as `<prefix><k>`.
+std::string encode(const Arg& a, const std::string& type, const std::vector<std::string>& tensors,
+                   const std::string& prefix, std::string* locals) {
   using K = Arg::Kind;
   bool optional = type.back() == '?';
   std::string base = optional ? type.substr(0, type.size() - 1) : type;
-  if (a.kind == K::None) return base == "Tensor" && !optional ? "Tensor()" : "IValue()";
+  if (a.kind == K::None) return base == "Tensor" && !optional ? "undefined()" : "none()";
   auto number = [&](const Arg& x) {
-    if (x.kind == K::Float) return double_text(x.f);
-    if (x.kind == K::Bool) return std::string(x.b ? "true" : "false");
-    if (x.kind == K::Sym) return "int64_t(" + expr(x.sym) + ")";
-    return "int64_t(" + std::to_string(x.i) + ")";
+    if (x.kind == K::Float) return "real(" + double_text(x.f) + ")";
+    if (x.kind == K::Bool)
+      return std::string(x.b ? "integer(1, " : "integer(0, ") + "COIL_VALUE_BOOL)";
+    if (x.kind == K::Sym) return "integer(int64_t(" + expr(x.sym) + "))";
+    return "integer(int64_t(" + std::to_string(x.i) + "))";
   };
-  if (base == "Tensor") return tensors.at(size_t(a.node));
-  if (base == "int") return number(a);
-  if (base == "float") return a.kind == K::Float ? double_text(a.f) : double_text(double(a.i));
-  if (base == "Scalar") return number(a);
-  if (base == "bool") return a.b ? "true" : "false";
-  if (base == "ScalarType") return scalar_type(a.dtype);
-  if (base == "str") return "std::string(" + quote(a.s) + ")";
+  auto real_of = [](const Arg& x) {
+    return x.kind == K::Float ? double_text(x.f) : double_text(double(x.i));
+  };
+  if (base == "Tensor") return "tensor(" + tensors.at(size_t(a.node)) + ")";
+  if (base == "int" || base == "Scalar") return number(a);
+  if (base == "float") return "real(" + real_of(a) + ")";
+  if (base == "bool") return a.b ? "integer(1, COIL_VALUE_BOOL)" : "integer(0, COIL_VALUE_BOOL)";
+  if (base == "ScalarType") return "integer(" + scalar_type(a.dtype) + ", COIL_VALUE_DTYPE)";
+  if (base == "str") return "text(" + quote(a.s) + ")";
   if (base == "Device" || base == "Layout" || base == "MemoryFormat") return enum_value(a.s);
-  std::string list;
+  std::string items;
   for (size_t i = 0; i < a.list.size(); ++i) {
     const Arg& x = a.list[i];
-    list += i ? ", " : "";
-    if (base == "int[]") list += number(x);
-    if (base == "float[]") list += x.kind == K::Float ? double_text(x.f) : double_text(double(x.i));
-    if (base == "Tensor[]") list += tensors.at(size_t(x.node));
+    items += i ? ", " : "";
+    if (base == "int[]")
+      items += x.kind == K::Sym
+                   ? "int64_t(" + expr(x.sym) + ")"
+                   : "int64_t(" + std::to_string(x.kind == K::Bool ? int64_t(x.b) : x.i) + ")";
+    if (base == "float[]") items += real_of(x);
+    if (base == "Tensor[]") items += tensors.at(size_t(x.node)) + ".get()";
     if (base == "Tensor?[]")
-      list += x.kind == K::None ? std::string("std::nullopt")
-                                : "std::optional<Tensor>(" + tensors.at(size_t(x.node)) + ")";
+      items += x.kind == K::None ? std::string("nullptr") : tensors.at(size_t(x.node)) + ".get()";
   }
-  if (base == "int[]") return "std::vector<int64_t>{" + list + "}";
-  if (base == "float[]") return "std::vector<double>{" + list + "}";
-  if (base == "Tensor[]") return "std::vector<Tensor>{" + list + "}";
-  return "optional_tensors({" + list + "})";
+  std::string n = std::to_string(a.list.size());
+  std::string item_type = base == "int[]" ? "int64_t" : base == "float[]" ? "double" : "CoilTensor";
+  std::string list = a.list.empty() ? "nullptr" : prefix;
+  if (!a.list.empty())
+    *locals += "      const " + item_type + " " + prefix + "[] = {" + items + "};\n";
+  if (base == "int[]") return "int_list(" + list + ", " + n + ")";
+  if (base == "float[]") return "float_list(" + list + ", " + n + ")";
+  if (base == "Tensor[]") return "tensor_list(" + list + ", " + n + ")";
+  return "tensor_list(" + list + ", " + n + ", COIL_VALUE_OPTIONAL_TENSOR_LIST)";
 }
 
 // A tensor argument's C++ value: the buffer, or a view of it.
@@ -255,11 +263,11 @@ std::string input_checks(const ir::Program& prog) {
     const ir::Layout& l = prog.buffer(name).layout;
     std::string who = "input " + std::to_string(i) + " (" + name + ")";
     std::string v = var(name);
-    out << "    if (!(" << v << ".device().is_cpu())) fail(3, "
-        << quote(who + ": expected a CPU tensor") << ");\n";
-    out << "    if (!(" << v << ".scalar_type() == " << scalar_type(l.dtype) << ")) fail(3, "
-        << quote(who + ": expected " + graph::dtype_name(l.dtype) + ", got ") << " + std::string("
-        << v << ".dtype().name()));\n";
+    out << "    if (!" << v << ".is_cpu()) fail(3, " << quote(who + ": expected a CPU tensor")
+        << ");\n";
+    out << "    if (!(" << v << ".dtype() == " << scalar_type(l.dtype) << ")) fail(3, "
+        << quote(who + ": expected " + graph::dtype_name(l.dtype) + ", got ")
+        << " + std::string(shim->dtype_name(" << v << ".dtype())));\n";
     out << "    if (!(" << v << ".dim() == " << l.sizes.size() << ")) fail(3, "
         << quote(who + ": expected rank " + std::to_string(l.sizes.size()) + ", got ")
         << " + std::to_string(" << v << ".dim()));\n";
@@ -323,7 +331,7 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
   std::ostringstream out;
   out << runtime::kWrapperBoundary;
   out << "// The program that runs " << title << " (C++ wrapper: runtime/graph_abi.h).\n";
-  out << kCppWrapperRuntime << "\n";
+  out << runtime::kAtenShimHeader << kCppWrapperRuntime << "\n";
   std::set<std::string> declared;
   for (const KernelSource& k : kernels) {
     std::string fn = k.same_code_as.empty() ? k.name : k.same_code_as;
@@ -333,16 +341,24 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
   out << "\nextern \"C\" const char* coil_graph_signature() { return "
       << quote(cpp_wrapper_signature(prog, checks)) << "; }\n";
   out << "extern \"C\" const char* coil_graph_error() { return "
-         "coil_wrapper::last_error.c_str(); }\n\n";
+         "coil_wrapper::last_error.c_str(); }\n";
+  out << "extern \"C\" int32_t coil_graph_bind(const void* api) {\n"
+         "  const CoilAtenShim* s = static_cast<const CoilAtenShim*>(api);\n"
+         "  if (!s || s->abi_version != COIL_SHIM_ABI_VERSION) return 1;\n"
+         "  coil_wrapper::shim = s;\n"
+         "  return 0;\n"
+         "}\n\n";
   out << "extern \"C\" int32_t coil_graph_run(void* const* coil_inputs, const int64_t* "
          "coil_scalars, void** coil_outputs) {\n";
   out << "  using namespace coil_wrapper;\n";
   out << "  last_error.clear();\n";
+  out << "  if (!shim) {\n    last_error = \"coil_graph_bind was not called\";\n    return 1;\n"
+         "  }\n";
   // Every input is taken first: a failure anywhere below releases them all.
   int tensor_index = 0;
   for (const std::string& name : prog.inputs) {
     if (name.empty()) continue;
-    out << "  Tensor " << var(name) << " = take(coil_inputs[" << tensor_index++ << "]);\n";
+    out << "  T " << var(name) << "(coil_inputs[" << tensor_index++ << "]);\n";
   }
   out << "  (void)coil_scalars;\n";
   out << "  try {\n";
@@ -352,11 +368,7 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
   bool index_errors = false;
   for (const KernelSource& k : kernels)
     for (const KernelArg& a : k.args) index_errors |= a.buffer == kIndexErrorArg;
-  if (index_errors) {
-    std::string v = var(kIndexErrorArg);
-    out << "    Tensor " << v << " = empty({3}, {1}, c10::ScalarType::Long);\n";
-    out << "    std::memset(" << v << ".data_ptr(), 0, 3 * sizeof(int64_t));\n";
-  }
+  if (index_errors) out << "    int64_t " << var(kIndexErrorArg) << "[3] = {0, 0, 0};\n";
 
   std::map<int, std::vector<std::string>> frees = releases_by_step(s);
 
@@ -366,18 +378,18 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
       const ir::Layout& was = prog.buffer(plan.reuses).layout;
       bool as_is = plan.in_place && was.sizes == b.layout.sizes && was.strides == b.layout.strides;
       if (as_is) {
-        out << "    Tensor " << var(b.name) << " = std::move(" << var(plan.reuses)
+        out << "    T " << var(b.name) << " = std::move(" << var(plan.reuses)
             << ");  // reuse in place\n";
       } else {
-        out << "    Tensor " << var(b.name) << " = view(" << var(plan.reuses) << ", "
+        out << "    T " << var(b.name) << " = view(" << var(plan.reuses) << ", "
             << ints(b.layout.sizes) << ", " << ints(b.layout.strides) << ", 0);\n";
         out << "    " << var(plan.reuses) << ".reset();  // reuse\n";
       }
       return;
     }
-    out << "    Tensor " << var(b.name) << " = empty"
-        << (large_cpu_buffer(b.layout) ? "_large(" : "(") << ints(b.layout.sizes) << ", "
-        << ints(b.layout.strides) << ", " << scalar_type(b.layout.dtype) << ");\n";
+    out << "    T " << var(b.name) << " = empty" << (large_cpu_buffer(b.layout) ? "_large(" : "(")
+        << ints(b.layout.sizes) << ", " << ints(b.layout.strides) << ", "
+        << scalar_type(b.layout.dtype) << ");\n";
   };
 
   for (size_t step = 0; step < s.steps.size(); ++step) {
@@ -393,8 +405,10 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
         if (a.written && a.buffer != kIndexErrorArg) allocate(prog.buffer(a.buffer));
       }
       out << "    {\n      void* p[] = {";
-      for (size_t i = 0; i < k.args.size(); ++i)
-        out << (i ? ", " : "") << var(k.args[i].buffer) << ".data_ptr()";
+      for (size_t i = 0; i < k.args.size(); ++i) {
+        const std::string& b = k.args[i].buffer;
+        out << (i ? ", " : "") << var(b) << (b == kIndexErrorArg ? "" : ".data()");
+      }
       if (k.args.empty()) out << "nullptr";
       out << "};\n";
       if (!k.size_args.empty()) {
@@ -410,24 +424,44 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
       const ir::ExternCall& e = prog.externs.at(st.index);
       out << "    // " << (e.is_fallback ? "fallback" : "extern") << ": " << e.origin
           << (e.decision.empty() ? "" : " (" + e.decision + ")") << "\n";
-      std::vector<std::string> tensors;
-      for (const ir::TensorRef& t : e.tensors) tensors.push_back(tensor_arg(prog, t));
-      for (const std::string& name : e.outputs) out << "    Tensor " << var(name) << ";\n";
+      for (const std::string& name : e.outputs) out << "    T " << var(name) << ";\n";
       auto [name, overload] = op_and_overload(e.op);
-      out << "    {\n      static const c10::OperatorHandle o = op(" << quote(name) << ", "
+      out << "    {\n      static void* const o = find_op(" << quote(name) << ", "
           << quote(overload) << ");\n";
-      out << "      torch::jit::Stack st;\n      st.reserve(" << e.c_args.size() << ");\n";
-      for (size_t i = 0; i < e.c_args.size(); ++i) {
-        out << "      st.emplace_back(" << encode(*call_arg(e, i), e.c_args[i].type, tensors)
-            << ");  // " << e.c_args[i].name << "\n";
+      // Tensor arguments that are views of a buffer live until the call returns.
+      std::vector<std::string> tensors;
+      for (size_t i = 0; i < e.tensors.size(); ++i) {
+        std::string t = tensor_arg(prog, e.tensors[i]);
+        if (t.rfind("view(", 0) == 0) {
+          out << "      T t" << i << " = " << t << ";\n";
+          t = "t" + std::to_string(i);
+        }
+        tensors.push_back(t);
       }
-      out << "      call(o, st, " << quote(e.origin) << ");\n";
-      for (size_t i = 0; i < e.outputs.size(); ++i) {
-        const ir::Layout& l = prog.buffer(e.outputs[i]).layout;
-        std::string value = "st[" + std::to_string(i) + "].toTensor()";
-        if (e.check_output_strides)
-          value = "require_strides(" + value + ", " + ints(l.strides) + ")";
-        out << "      " << var(e.outputs[i]) << " = " << value << ";\n";
+      std::string locals, args;
+      for (size_t i = 0; i < e.c_args.size(); ++i) {
+        args +=
+            "        " +
+            encode(*call_arg(e, i), e.c_args[i].type, tensors, "l" + std::to_string(i), &locals) +
+            ",  // " + e.c_args[i].name + "\n";
+      }
+      out << locals;
+      if (e.c_args.empty())
+        out << "      const CoilValue* a = nullptr;\n";
+      else
+        out << "      const CoilValue a[] = {\n" << args << "      };\n";
+      size_t results = e.outputs.size();
+      out << "      CoilTensor r[" << std::max<size_t>(results, 1) << "] = {};\n";
+      out << "      call(o, a, " << e.c_args.size() << ", r, " << results << ", " << quote(e.origin)
+          << ");\n";
+      for (size_t i = 0; i < results; ++i)
+        out << "      " << var(e.outputs[i]) << " = T(r[" << i << "]);\n";
+      if (e.check_output_strides) {
+        for (size_t i = 0; i < results; ++i) {
+          const ir::Layout& l = prog.buffer(e.outputs[i]).layout;
+          out << "      " << var(e.outputs[i]) << " = require_strides(" << var(e.outputs[i]) << ", "
+              << ints(l.strides) << ");\n";
+        }
       }
       out << "    }\n";
     }
@@ -435,14 +469,19 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
       out << "    " << var(name) << ".reset();\n";
   }
 
-  // The outputs: new handles, handed over only once all exist.
-  out << "    void* results[" << std::max<size_t>(prog.outputs.size(), 1) << "] = {};\n";
+  // The outputs: new references, handed over only once all exist.
   for (size_t i = 0; i < prog.outputs.size(); ++i) {
     const ir::GraphOutput& o = prog.outputs[i];
-    if (!o.is_none) out << "    results[" << i << "] = give(" << tensor_arg(prog, o.ref) << ");\n";
+    if (o.is_none) continue;
+    std::string t = tensor_arg(prog, o.ref);
+    out << "    T result" << i << " = " << (t.rfind("view(", 0) == 0 ? t : "share(" + t + ")")
+        << ";\n";
   }
-  out << "    for (int i = 0; i < " << prog.outputs.size()
-      << "; ++i) coil_outputs[i] = results[i];\n";
+  for (size_t i = 0; i < prog.outputs.size(); ++i) {
+    out << "    coil_outputs[" << i << "] = "
+        << (prog.outputs[i].is_none ? "nullptr" : "result" + std::to_string(i) + ".release()")
+        << ";\n";
+  }
   out << "    return 0;\n";
   out << "  } catch (const Failure& f) {\n    return f.code;\n  } catch (const std::exception& e) "
          "{\n    last_error = e.what();\n    return 1;\n  }\n}\n";

@@ -507,7 +507,7 @@ std::string render_python_bridge(const ir::Program& prog, const std::vector<Kern
     vectorized |= k.vectorized || k.vec_math;
   }
   out << "_lib = coil_runtime.load_cpp(CPP_SOURCE" << (aten_math ? ", aten_headers=True" : "")
-      << (vectorized ? ", vec=True" : "") << ", wrapper=True)\n";
+      << (vectorized ? ", vec=True" : "") << ")\n";
   std::string tensors, scalars;
   for (size_t i = 0; i < prog.inputs.size(); ++i)
     (prog.inputs[i].empty() ? scalars : tensors) += std::to_string(i) + ", ";
