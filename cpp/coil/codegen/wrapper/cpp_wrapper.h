@@ -2,9 +2,9 @@
 //
 // It renders the same plan as the Python wrapper (python_wrapper.h: the schedule's steps, its
 // buffer plan, the graph's outputs) as one translation unit that defines the entry points of
-// runtime/graph_abi.h: buffers come from torch's C shim (aoti_torch_empty_strided), C++ kernels
-// are called directly, ATen ops go through the dispatcher (aoti_torch_call_dispatcher, their
-// arguments as the schema types graph::Node::c_args names), buffers are released after their last
+// runtime/graph_abi.h: buffers come from coil's ATen shim (runtime/aten_shim.h), C++ kernels
+// are called directly, ATen ops go through the dispatcher boxed by the shim (their arguments as
+// the schema types graph::Node::c_args names), buffers are released after their last
 // use, and size symbols are bound from the inputs. One call from Python (or from a C++ program
 // holding an AOT package) runs the whole graph: no Python per kernel.
 //
@@ -22,7 +22,7 @@
 namespace coil::codegen {
 
 // "" when render_cpp_wrapper can wrap the graph; otherwise what stops it ("extern call
-// aten.foo.default: an argument of a type torch's C shim cannot pass", "Triton kernels", ...).
+// aten.foo.default: an argument of a type the shim cannot pass", "Triton kernels", ...).
 std::string cpp_wrapper_blocker(const ir::Program& prog, const std::string& backend);
 
 // The wrapper's translation unit: declarations of the kernels it calls, then the entry points.
