@@ -253,6 +253,79 @@ nb::tuple run_graph(const GraphRun& g, nb::list inputs, const std::vector<int64_
   return nb::make_tuple(code, handles);
 }
 
+// A compiled graph's call(args) when its wrapper is C++ (coil.runtime.GraphEntry): args is the
+// graph's boxed input list (cleared, as generated Python wrappers clear it, so that inputs can
+// be freed as the graph runs). Tensor inputs cross as AtenTensorHandles made by torch's own
+// conversion (torch._C._aoti), outputs come back through it: the whole call is one C++ function.
+struct GraphCall {
+  GraphRun graph;
+  std::vector<Py_ssize_t> tensors, scalars;  // positions in args
+  size_t num_outputs = 0;
+  nb::object to_handles, from_handles, index_error;
+};
+
+nb::object call_graph(const GraphCall& c, nb::list args) {
+  PyObject* a = args.ptr();
+  const Py_ssize_t n = PyList_GET_SIZE(a);
+  std::vector<int64_t> scalars(c.scalars.size());
+  for (size_t k = 0; k < c.scalars.size(); ++k) {
+    if (c.scalars[k] >= n) throw nb::index_error("coil: too few inputs for the graph");
+    PyObject* v = PyList_GET_ITEM(a, c.scalars[k]);
+    scalars[k] = PyLong_AsLongLong(v);
+    if (scalars[k] == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      nb::object i = nb::steal(PyNumber_Index(v));
+      if (!i.is_valid()) throw nb::python_error();
+      scalars[k] = PyLong_AsLongLong(i.ptr());
+      if (scalars[k] == -1 && PyErr_Occurred()) throw nb::python_error();
+    }
+  }
+  std::vector<void*> in(c.tensors.size());
+  {
+    nb::list tensors = nb::steal<nb::list>(PyList_New(Py_ssize_t(c.tensors.size())));
+    for (size_t k = 0; k < c.tensors.size(); ++k) {
+      if (c.tensors[k] >= n) throw nb::index_error("coil: too few inputs for the graph");
+      PyObject* t = PyList_GET_ITEM(a, c.tensors[k]);
+      Py_INCREF(t);
+      PyList_SET_ITEM(tensors.ptr(), Py_ssize_t(k), t);
+    }
+    if (PyList_SetSlice(a, 0, n, nullptr) != 0) throw nb::python_error();
+    nb::object handles = c.to_handles(tensors);
+    for (size_t k = 0; k < in.size(); ++k) {
+      in[k] = PyCapsule_GetPointer(PyList_GetItem(handles.ptr(), Py_ssize_t(k)), nullptr);
+      if (!in[k]) throw nb::python_error();
+    }
+  }  // the inputs' Python references go here: the graph holds the only ones it needs
+  std::vector<void*> out(c.num_outputs, nullptr);
+  int32_t code;
+  std::string message;
+  {
+    nb::gil_scoped_release release;
+    code = c.graph.run(in.data(), scalars.data(), out.data());
+    if (code != coil::runtime::kGraphOk) message = c.graph.error();
+  }
+  if (code == coil::runtime::kGraphIndexError) {
+    PyErr_SetString(c.index_error.ptr(), message.c_str());
+    throw nb::python_error();
+  }
+  if (code != coil::runtime::kGraphOk) throw std::runtime_error("coil: " + message);
+  nb::list handles;
+  for (void* h : out)
+    if (h) handles.append(nb::steal(PyCapsule_New(h, nullptr, nullptr)));
+  nb::object made = c.from_handles(handles);
+  PyObject* result = PyTuple_New(Py_ssize_t(out.size()));
+  if (!result) throw nb::python_error();
+  nb::object tuple = nb::steal(result);
+  Py_ssize_t next = 0;
+  for (size_t k = 0; k < out.size(); ++k) {
+    PyObject* item = out[k] ? PyList_GetItem(made.ptr(), next++) : Py_None;
+    if (!item) throw nb::python_error();
+    Py_INCREF(item);
+    PyTuple_SET_ITEM(result, Py_ssize_t(k), item);
+  }
+  return tuple;
+}
+
 }  // namespace
 
 void bind_runtime(nb::module_& m) {
@@ -297,6 +370,27 @@ void bind_runtime(nb::module_& m) {
       .def("graph_run", &make_graph_run, nb::arg("shim"),
            "The library's coil_graph_run, for a graph built with a C++ wrapper, bound to the "
            "ATen shim in the library `shim` (runtime/aten_shim.h).");
+
+  nb::class_<GraphCall>(m, "GraphCall",
+                        "call(args) of a graph whose wrapper is C++ (coil.runtime.GraphEntry).")
+      .def(
+          "__init__",
+          [](GraphCall* self, const GraphRun& graph, std::vector<Py_ssize_t> tensors,
+             std::vector<Py_ssize_t> scalars, size_t num_outputs, nb::object to_handles,
+             nb::object from_handles, nb::object index_error) {
+            new (self) GraphCall{graph,
+                                 std::move(tensors),
+                                 std::move(scalars),
+                                 num_outputs,
+                                 std::move(to_handles),
+                                 std::move(from_handles),
+                                 std::move(index_error)};
+          },
+          nb::arg("graph"), nb::arg("tensors"), nb::arg("scalars"), nb::arg("num_outputs"),
+          nb::arg("to_handles"), nb::arg("from_handles"), nb::arg("index_error"))
+      .def("__call__", &call_graph, nb::arg("args"),
+           "Runs the graph on its boxed inputs (the list is cleared): a tuple of its outputs. "
+           "The GIL is released while it runs.");
 
   nb::class_<GraphRun>(m, "GraphRun", "A graph's coil_graph_run (runtime/graph_abi.h).")
       .def_prop_ro("signature", [](const GraphRun& g) { return g.signature; })

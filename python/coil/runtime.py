@@ -405,32 +405,13 @@ _to_handles = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors
 _from_handles = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs
 
 
-class GraphEntry:
-    """call(args) of a graph whose wrapper is C++ (runtime/graph_abi.h): the tensor inputs cross
-    as AtenTensorHandles (new references the graph releases after their last use), the int
-    inputs as int64s, and the outputs come back as handles, stolen into tensors."""
-
-    def __init__(self, lib, tensors: list, scalars: list, outputs: int):
-        self._run = lib.graph_run(aten_shim())
-        self._tensors = tensors
-        self._scalars = scalars
-        self._outputs = outputs
-
-    def __call__(self, args):
-        tensors = [args[i] for i in self._tensors]
-        scalars = [int(args[i]) for i in self._scalars]
-        args.clear()
-        handles = _to_handles(tensors)
-        del tensors
-        code, out = self._run(handles, scalars, self._outputs)
-        if code == 2:
-            raise IndexOutOfBoundsError(out)
-        if code:
-            raise RuntimeError(f"coil: {out}")
-        if None not in out:
-            return tuple(_from_handles(out))
-        made = iter(_from_handles([h for h in out if h is not None]))
-        return tuple(None if h is None else next(made) for h in out)
+def GraphEntry(lib, tensors: list, scalars: list, outputs: int):
+    """call(args) of a graph whose wrapper is C++ (runtime/graph_abi.h), as one C++ function
+    (_C.GraphCall): the tensor inputs cross as AtenTensorHandles (new references the graph
+    releases after their last use), the int inputs as int64s, and the outputs come back as
+    handles, stolen into tensors. args is cleared, as the Python wrappers' call clears it."""
+    return _C.GraphCall(lib.graph_run(aten_shim()), tensors, scalars, outputs, _to_handles,
+                        _from_handles, IndexOutOfBoundsError)
 
 
 def load_module(source: str, name: str, path: str | None = None) -> types.ModuleType:
