@@ -21,6 +21,9 @@ from coil.backend import (
     reset,
 )
 from coil.repro import repro
+from coil.torch_logs import register as _register_torch_logs
+
+_register_torch_logs()  # TORCH_LOGS="+coil" (python/coil/torch_logs.py)
 
 __all__ = [
     "AotError",
