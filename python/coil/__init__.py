@@ -20,10 +20,12 @@ from coil.backend import (
     graph_breaks,
     reset,
 )
+from coil.option_check import install as _install_option_check
 from coil.repro import repro
 from coil.torch_logs import register as _register_torch_logs
 
 _register_torch_logs()  # TORCH_LOGS="+coil" (python/coil/torch_logs.py)
+_install_option_check()  # options= checked at torch.compile (python/coil/option_check.py)
 
 __all__ = [
     "AotError",
