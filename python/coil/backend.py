@@ -4,7 +4,9 @@ forward/inference graph is compiled by coil's C++ core. Registered through the
 
 torch.compile's `mode=` and `options=` arrive as keyword arguments of coil_backend (Dynamo's
 _TorchCompileWrapper passes them on each graph it captures): they resolve, once per graph, to the
-config.Options that every AOTAutograd graph of it (forward, backward, inference) compiles under."""
+config.Options that every AOTAutograd graph of it (forward, backward, inference) compiles under
+(option_check.py has torch.compile check them when it is called). What each graph became is
+logged through PyTorch's logging as well as COIL_LOGS (torch_logs.py)."""
 
 from __future__ import annotations
 
