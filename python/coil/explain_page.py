@@ -135,7 +135,7 @@ def _schedule_step(schedule: str, kernel_id: str) -> str:
     """The schedule's lines for `step N: kernel <id> ...` up to the next step."""
     out, inside = [], False
     for line in schedule.splitlines():
-        if line.startswith("step ") or line.startswith("memory:"):
+        if line.startswith(("step ", "memory:")):
             inside = bool(re.match(rf"step \d+: kernel {kernel_id} ", line))
         if inside:
             out.append(line)
@@ -172,7 +172,7 @@ def _kernel_row(name: str, record, prov: dict, fusion: str, schedule: str, times
     ext = ".py" if record.backend == "triton" else ".cpp"
     source = _read(record.debug_dir, name + ext)
     header = "\n".join(line for line in itertools.takewhile(
-        lambda s: s.startswith("//") or s.startswith("#"), source.splitlines()))
+        lambda s: s.startswith(("//", "#")), source.splitlines()))
     buffers = set()
     for line in header.splitlines():
         if "buffers:" in line:
@@ -232,11 +232,11 @@ pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}summary{cursor
 
 
 def _page(name: str, records, breaks: dict, timing: dict, messages: list, repeats: int) -> str:
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>coil: {_esc(name)}</title>"
-             f"<style>{_STYLE}</style></head><body><h1>coil: {_esc(name)}</h1>",
-             f"<p>eager {_esc(_ms(timing['eager']))}, coil {_esc(_ms(timing['coil']))} per call "
-             f"(median of {repeats}); {len(records)} graphs compiled.</p>",
-             "<h2>Graph breaks (Dynamo's reasons)</h2>"]
+    head = (f"<!doctype html><html><head><meta charset='utf-8'><title>coil: {_esc(name)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>coil: {_esc(name)}</h1>")
+    summary = (f"<p>eager {_esc(_ms(timing['eager']))}, coil {_esc(_ms(timing['coil']))} per "
+               f"call (median of {repeats}); {len(records)} graphs compiled.</p>")
+    parts = [head, summary, "<h2>Graph breaks (Dynamo's reasons)</h2>"]
     if breaks:
         parts.append("<ul>" + "".join(f"<li>{_esc(reason)} ({n}x)</li>"
                                       for reason, n in breaks.items()) + "</ul>")

@@ -144,7 +144,7 @@ def test_options_fail_at_torch_compile_without_import_coil():
     )
     env = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}  # (+coil imports coil)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300, env=env)
+                         timeout=300, env=env, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "raised: coil (torch.compile options=): unknown option(s) 'gemm_pad'" in out.stdout, (
         out.stdout + out.stderr[-3000:])
