@@ -4,7 +4,9 @@ forward/inference graph is compiled by coil's C++ core. Registered through the
 
 torch.compile's `mode=` and `options=` arrive as keyword arguments of coil_backend (Dynamo's
 _TorchCompileWrapper passes them on each graph it captures): they resolve, once per graph, to the
-config.Options that every AOTAutograd graph of it (forward, backward, inference) compiles under."""
+config.Options that every AOTAutograd graph of it (forward, backward, inference) compiles under
+(option_check.py has torch.compile check them when it is called). What each graph became is
+logged through PyTorch's logging as well as COIL_LOGS (torch_logs.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import warnings
 
 import torch
@@ -32,6 +35,7 @@ from coil import (
     opaque_calls,
     partition,
     runtime,
+    torch_logs,
     triton_check,
 )
 
@@ -57,7 +61,7 @@ class CompiledGraph:
     debug_dir: str | None = None
     eager_fallback: bool = False
     eager_reason: str = ""  # why the graph runs eagerly (when eager_fallback)
-    seconds: dict = dataclasses.field(default_factory=dict)
+    seconds: dict = dataclasses.field(default_factory=dict)  # per compile phase (PHASES)
     layout: str = ""  # the layout decision for conv graphs ("channels-last (NHWC) ...: why")
     # Dynamic shapes: whether the graph has symbolic sizes, and each size symbol as
     # "s0 in [2, inf], hint 8" (one build serves every value in the range).
@@ -193,6 +197,16 @@ def describe(record: CompiledGraph) -> str:
     return what
 
 
+# A graph's compile phases, in the order they run (CompiledGraph.seconds): FX import, the C++
+# core's lower/schedule/codegen, the kernels' build (or build-cache hit) and load.
+PHASES = ("import", "lower", "schedule", "codegen", "build")
+
+
+def _in_phase_order(seconds: dict) -> dict:
+    order = {name: i for i, name in enumerate(PHASES)}
+    return {k: seconds[k] for k in sorted(seconds, key=lambda k: order.get(k, len(PHASES)))}
+
+
 def _debug_dir(opts, record: CompiledGraph) -> str | None:
     if not opts.debug_dir:
         return None
@@ -264,8 +278,10 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
     try:
         if kind != "backward":
             flex_inline.inline_flex_attention(gm, _decompositions(bool(opts.fallback_random)))
+        start = time.perf_counter()
         imported = fx_import.import_graph(
             gm, example_inputs, functools.partial(_compile_subgraph, opts=opts, compiled={}))
+        record.seconds["import"] = time.perf_counter() - start
         record.symbols = [_symbol_text(row) for row in imported.symbols]
         record.dynamic = bool(record.symbols)
     except fx_import.UnsupportedGraph as e:
@@ -278,9 +294,9 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
 
 
 def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, kind: str,
-                  opts: config.Options, example_inputs):
+                  opts: config.Options, example_inputs, probe: bool = False):
     """coil's graph (JSON) through the C++ core and into a loaded module; gm runs eagerly if that
-    fails."""
+    fails. probe: a warm-start cache entry tried, whose failure is a miss (not logged)."""
     try:
         result = _C.compile_graph(
             graph_json,
@@ -305,15 +321,19 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
         record.kernel_names = list(result["kernel_names"])
         record.fallback_ops = list(result["fallback_ops"])
         record.extern_ops = list(result["extern_ops"])
-        record.seconds = dict(result["seconds"])
+        record.seconds.update(result["seconds"])  # after "import": lower, schedule, codegen
         first = result["artifacts"].get("schedule.txt", "").split("\n", 1)[0]
         record.layout = first[len("layout: ") :] if first.startswith("layout: ") else ""
         if record.fallback_ops and not opts.allow_fallback:
             ops = ", ".join(sorted(set(record.fallback_ops)))
             why = f"ATen fallback ops not allowed (allow_fallback=False): {ops}"
-            return _eager(gm, record, why, record.debug_dir)
+            return _eager(gm, record, why, record.debug_dir, quiet=probe)
         path = os.path.join(record.debug_dir, "output_code.py") if record.debug_dir else None
+        start = time.perf_counter()
         module = runtime.load_module(result["output_code"], f"coil_graph_{record.graph_id}", path)
+        # The kernels built by the C++ compiler (or found in the build cache) and loaded.
+        record.seconds["build"] = time.perf_counter() - start
+        record.seconds = _in_phase_order(record.seconds)
         if opts.triton_check_target and record.backend == "triton":
             # Every kernel compiled for that GPU (triton_check.py): one that does not compile
             # fails the graph's compile here, whatever the interpreter made of it.
@@ -321,8 +341,9 @@ def _compile_json(gm, graph_json: str, constants: list, record: CompiledGraph, k
                                       result["triton_gpu_source"] or None)
     except Exception as e:  # noqa: BLE001 - any failure must leave the user's program running
         folder = record.debug_dir or _failure_dir(graph_json, record)
-        return _eager(gm, record, f"{type(e).__name__}: {e}", folder)
+        return _eager(gm, record, f"{type(e).__name__}: {e}", folder, quiet=probe)
     _log(opts, result["artifacts"], record.fallback_ops, record)
+    torch_logs.graph_compiled(record, result["artifacts"])
     opaque = opaque_calls.describe(record.fallback_ops)
     if opaque and record.debug_dir:
         with open(os.path.join(record.debug_dir, "opaque_calls.txt"), "w") as f:
@@ -399,10 +420,14 @@ def _failure_dir(graph_json: str, record: CompiledGraph) -> str | None:
     return folder
 
 
-def _eager(gm, record: CompiledGraph, why: str, folder: str | None):
+def _eager(gm, record: CompiledGraph, why: str, folder: str | None, quiet: bool = False):
+    """gm run eagerly for `record`'s graph, with a CoilWarning and a log record (not when quiet:
+    a warm-start cache probe whose failure only means the graph compiles the ordinary way)."""
     record.eager_fallback = True
     record.eager_reason = why
     where = f" Debug folder: {folder}" if folder else " Set COIL_DEBUG=1 to keep the graph's artifacts."
+    if not quiet:
+        torch_logs.graph_eager(record, why)
     warnings.warn(f"coil: graph {record.graph_id} runs eagerly ({why}).{where}", CoilWarning, stacklevel=2)
     return make_boxed_func(gm.forward), record, []
 
@@ -418,7 +443,7 @@ def _from_graph_cache(gm, example_inputs, opts: config.Options, key: str):
         warnings.simplefilter("always", CoilWarning)
         record = _new_record(gm, "inference", opts)
         call, record, _ = _compile_json(gm, graph_json, [], record, "inference", opts,
-                                        example_inputs)
+                                        example_inputs, probe=True)
     if record.eager_fallback:  # only a miss: its warnings are dropped
         _records.remove(record)
         graph_cache.remove(opts, key)

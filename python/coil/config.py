@@ -5,7 +5,8 @@ Three ways to set an option, each scoped differently:
 - `coil.config.patch(name=value)`: for what compiles inside the `with` block;
 - `torch.compile(fn, backend="coil", options={"name": value})`: for that compiled function only
   (every graph of it, its backward graphs included, whenever they compile). Unknown names and
-  values outside `CHOICES` are errors. `mode=` picks a set of options (`MODES`).
+  values outside `CHOICES` are errors, raised by torch.compile itself (option_check.py).
+  `mode=` picks a set of options (`MODES`).
 
 COIL_DEBUG=1            write each compiled graph's artifacts under ./coil_debug/run_<time>_<pid>/
 COIL_DEBUG_DIR=path     write them under path instead

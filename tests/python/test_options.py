@@ -5,6 +5,8 @@ names and values are errors that name what is valid; each mode means something d
 
 import logging
 import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -113,11 +115,43 @@ def test_backward_compiles_under_the_functions_options(tmp_path):
     ],
     ids=["unknown", "bad-choice", "bad-backend", "bad-type", "inductor-name"],
 )
-def test_bad_options_are_errors(options, match):
+def test_bad_options_fail_at_torch_compile(options, match):
     reset_compiler()
-    fn = torch.compile(_mm, backend="coil", options=options)
-    with pytest.raises(Exception, match=match):
-        fn(*_inputs())
+    with pytest.raises(ValueError, match=match):
+        torch.compile(_mm, backend="coil", options=options)  # not at the first call
+    with pytest.raises(ValueError, match=match):  # fullgraph=True goes another way into Dynamo
+        torch.compile(_mm, backend="coil", options=options, fullgraph=True)
+    with pytest.raises(ValueError, match=match):  # the backend passed as a function
+        torch.compile(_mm, backend=coil.coil_backend, options=options)
+    assert not coil_records()
+
+
+def test_bad_mode_fails_at_torch_compile():
+    with pytest.raises(ValueError, match="unknown torch.compile mode 'fast'"):
+        torch.compile(_mm, backend="coil", mode="fast")
+
+
+def test_options_fail_at_torch_compile_without_import_coil():
+    # The first torch.compile of a process that never imported coil imports it through the
+    # backend's entry point, inside torch.compile: the check must already apply to that call.
+    script = (
+        "import sys, torch\n"
+        "try:\n"
+        "    torch.compile(lambda x: x + 1, backend='coil', options={'gemm_pad': 'on'})\n"
+        "except ValueError as e:\n"
+        "    print('raised:', e)\n"
+        "assert 'coil' in sys.modules  # (imported by the lookup, not by this script)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}  # (+coil imports coil)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env=env, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "raised: coil (torch.compile options=): unknown option(s) 'gemm_pad'" in out.stdout, (
+        out.stdout + out.stderr[-3000:])
+
+
+def test_other_backends_options_are_not_checked_by_coil():
+    torch.compile(_mm, backend="eager", options={"gemm_pad": "on"})  # (not coil's to judge)
 
 
 def test_options_error_lists_every_option():
