@@ -547,6 +547,23 @@ inline void coil_vstore_lanes(const V& v, const F& f, int64_t base, int64_t n) {
   v.store(lanes);
   for (int64_t l = 0; l < n; ++l) f(base + l, lanes[l]);
 }
+// Stores of P unrolled copies of a loop body that interleave (Emitter::plan_interleaved_stores):
+// row p of src (rows ld apart) holds copy p's n lanes; dst[l * P + p] takes lane l of row p, so
+// the n * P elements go out in order.
+template <int64_t P, typename T>
+inline void coil_interleave(const T* src, int64_t ld, T* dst, int64_t n) {
+  for (int64_t l = 0; l < n; ++l) {
+    for (int64_t p = 0; p < P; ++p) dst[l * P + p] = src[p * ld + l];
+  }
+}
+// The same for a 16-bit float (T: c10::BFloat16 or c10::Half): the lanes narrowed in registers
+// (as coil_vstore_half narrows them), f(var, lane) storing each one's bits.
+template <typename T, typename F>
+inline void coil_vstore_half_lanes(const VecF& v, const F& f, int64_t base, int64_t n) {
+  alignas(64) T lanes[at::vec::Vectorized<T>::size()];
+  at::vec::convert_from_float<T>(v, v).store(lanes);
+  for (int64_t l = 0; l < n; ++l) f(base + l, lanes[l]);
+}
 
 }  // namespace
 
