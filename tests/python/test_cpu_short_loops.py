@@ -1,7 +1,9 @@
 """CPU kernels whose innermost loop is shorter than a vector (sched/short_loops.cpp): loops every
 index sees as one merged, short trailing loops unrolled inside a longer vector loop (their stores
 interleaved through a stage), compared with eager for innermost sizes 1..7 in float32 and
-bfloat16."""
+bfloat16; and column arg-reductions (argmax/argmin/max.dim over a non-innermost dim) in vector
+form, with ties and NaN as eager handles them (the first position of the best value, the first
+NaN)."""
 
 import pytest
 import torch
@@ -94,3 +96,49 @@ def test_a_broadcast_operand_keeps_its_loops_apart(vectorize):
 def test_dynamic_outer_size(vectorize):
     check(lambda x: F.log_softmax(x, -1) * 2, make_tensor((37, 3)), dynamic=True)
     check(lambda x: x.permute(0, 2, 1).contiguous() + 1, make_tensor((9, 3, 20)), dynamic=True)
+
+
+# ---- column arg-reductions in vector form ----
+
+
+def _ties_and_nans(shape, dtype):
+    # Few distinct values (many ties), a NaN in some columns, two in one, and columns of all NaN.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 3, shape, generator=g).to(dtype)
+    x[1, 1, 5] = float("nan")
+    x[2, 1, 5] = float("nan")
+    x[0, 0, 0] = float("nan")
+    x[:, 2, 7] = float("nan")
+    x[1, 3, -1] = float("nan")  # a block's masked tail
+    return x
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("shape", [(6, 5, 70), (7, 4, 9), (3, 4, 200)])
+def test_column_arg_reductions_with_ties_and_nan(shape, dtype, vectorize, debug):
+    x = _ties_and_nans(shape, dtype)
+    check(lambda x: torch.argmax(x, 0), x)
+    check(lambda x: torch.argmin(x, 0, keepdim=True), x)
+    check(lambda x: torch.max(x, 0), x)
+    check(lambda x: torch.min(x, 1), x)
+    if shape[-1] >= 16:  # (a shorter last dim makes row kernels: sched choose_cpu_strategy)
+        assert "coil_vcol_arg_step<true>(" in kernel_text(debug)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_column_argmax_of_random_values(dtype, vectorize):
+    x = make_tensor((9, 33, 130), dtype)
+    check(lambda x: torch.argmax(x * 2 - 1, 1), x)
+    check(lambda x: torch.max(x, 0, keepdim=True), x)
+
+
+def test_column_argmax_used_in_the_same_kernel(vectorize):
+    # The positions feed a pointwise op of the same kernel: int64 lanes have no vector form, the
+    # kernel stays correct (scalar).
+    x = make_tensor((5, 8, 40))
+    check(lambda x: torch.argmax(x, 0) * 2 + 1, x)
+
+
+def test_column_argmax_of_float64_stays_scalar(vectorize, debug):
+    check(lambda x: torch.argmax(x, 0), make_tensor((5, 40), torch.float64))
+    assert "coil_vcol_arg_step" not in kernel_text(debug)

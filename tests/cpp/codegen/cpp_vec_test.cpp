@@ -273,6 +273,26 @@ TEST(CppVec, UnrolledShortLoopsShareValuesAndInterleaveTheirStores) {
   EXPECT_FALSE(contains(c, "v_buf0_u0.store")) << c;
 }
 
+TEST(CppVec, ColumnArgReductionsStepVectorsOfLanes) {
+  // argmax over dim 0 of [7, 4, 64]: a column kernel whose lanes (neighbouring x points) keep
+  // their best values and int32 positions in per-lane arrays (coil_vcol_arg_step); the int64
+  // positions are stored lane by lane.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({7, 4, 64}));
+  Arg m = b.call("argmax", "aten.argmax.default", {x, test::iarg(0)},
+                 contiguous({4, 64}, DType::Int64));
+  std::vector<KernelSource> k = render(b.finish({m}));
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c, "// decision: loop x1 vectorized")) << c;
+  EXPECT_TRUE(contains(c, "int32_t acci_buf0[64];")) << c;
+  EXPECT_TRUE(
+      contains(c, "coil_vcol_arg_step<true>(acc_buf0 + xi, acci_buf0 + xi, tmp0, r0, n_x1);"))
+      << c;
+  EXPECT_TRUE(contains(c, "for (int64_t xl = 0; xl < n_x1; ++xl) {\n")) << c;
+  EXPECT_TRUE(contains(c, "out_ptr0[64*x0 + x1 + xl] = v_buf0[xi + xl];")) << c;
+}
+
 TEST(CppVec, OpTextsUseAtVec) {
   EXPECT_EQ(cpp::vec_type(DType::Float32), "VecF");
   EXPECT_EQ(cpp::vec_type(DType::Int32), std::nullopt);

@@ -354,6 +354,8 @@ class Emitter {
   // form (coil_varg_step in prelude.h: int32 positions beside float32 lanes) applies to b.
   std::string arg_position(const sched::Member& m);
   bool vector_arg_reduction(const ir::Buffer& b) const;
+  // Vector column mode: an arg-reduction's results, lane by lane (int64 positions).
+  void column_arg_results(const ir::Buffer& b, const sched::Member& m);
   static bool arg_is_max(const ir::Buffer& b) { return *b.reduction == ir::ReductionType::ArgMax; }
 
   std::string loop_header(const std::string& var, const std::string& begin, const std::string& end,

@@ -380,6 +380,19 @@ inline void coil_varg_step(VecF& best, VecI& where, const VecF& v, int64_t pos, 
   where = VecI::blendv(where, VecI::arange(static_cast<int32_t>(pos), 1),
                        at::vec::cast<int32_t>(take));
 }
+// Column arg-reductions in vector form (Emitter::accumulate): lanes are neighbouring x points,
+// each with its own best value and int32 position in the per-lane arrays best and where; a step
+// offers each lane its element v at the same position pos, taken by coil_varg_step's rule. Only
+// the first n lanes are read and written (a block's masked tail).
+template <bool is_max>
+inline void coil_vcol_arg_step(float* best, int32_t* where, const VecF& v, int64_t pos, int64_t n) {
+  VecF b = VecF::loadu(best, n);
+  VecF better = is_max ? (v > b) : (v < b);
+  VecF take = better | (v.isnan() & (b == b));
+  VecF::blendv(b, v, take).store(best, n);
+  VecI w = VecI::loadu(where, n);
+  VecI::blendv(w, VecI(static_cast<int32_t>(pos)), at::vec::cast<int32_t>(take)).store(where, n);
+}
 // The position of the best value over all lanes: a NaN's first position when a lane holds one,
 // else the best value's, the smallest position among equal ones.
 template <bool is_max>
