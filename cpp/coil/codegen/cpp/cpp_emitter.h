@@ -1,5 +1,6 @@
 // The C++ kernel renderer's state and steps, shared by its files: cpp_kernel.cpp (loops, scalar
-// values, stores), cpp_reduction_loops.cpp (each stage's r loops and accumulators),
+// values, stores), cpp_unrolled_loops.cpp (short loops unrolled inside the vector loop),
+// cpp_reduction_loops.cpp (each stage's r loops and accumulators),
 // cpp_vec_loops.cpp (the innermost loop in vector form), cpp_vec_gather.cpp (indirect loads in
 // it) and cpp_row_cache.cpp (values loops over one row share). Internal to codegen/cpp; the
 // interface is cpp_kernel.h.
