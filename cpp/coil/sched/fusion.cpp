@@ -14,6 +14,8 @@
 //     no buffer (ATen fallbacks, random draws and calls with effects keep the graph's order);
 //   * no buffer passed between them is read through an indirect (data-dependent) index, and
 //     neither kernel is a scatter (its stores land at data-dependent places).
+// Siblings need one shared read to line up: at the same index, or (a pointwise guest outside a
+// reduction host's loop) at an element the host's loop reads at the same x point.
 // Candidate mappings are tried in a fixed order (row-major flattening, matching of index
 // coefficients, delinearization of a contiguous index); the first that passes wins.
 // Every pair considered gets a verdict with its reason.
@@ -224,6 +226,40 @@ std::optional<std::string> verify(const FuseInput& in, const Mapping& m,
   return std::nullopt;
 }
 
+// Siblings, the guest outside the host's reduction loop (Level::Outer): whether the guest's read
+// (mapped) is one the host's loop over r makes at the same x point, the host's index with its r
+// variables at constants in their ranges (max.dim's values over 7 rows, unrolled into a
+// pointwise body, read the rows its indices' reduction reads: one read of memory, not two).
+bool read_in_host_loop(const FuseInput& in, const Mapping& m, const Anchor& a) {
+  if (in.level != Level::Outer || in.host.rsizes.empty()) return false;
+  std::vector<Expr> rs = vars_of(rvar, in.host.rsizes.size());
+  auto aff = sym::as_affine(a.host, rs);
+  if (!aff) return false;
+  Expr diff = sym::simplify(sym::substitute(a.guest, m) - aff->constant, in.env);
+  auto k = diff.as_int();
+  if (!k) return false;
+  // The r values, largest coefficient first (a row-major walk of the reduced dims).
+  std::vector<size_t> order(rs.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::vector<int64_t> coeff(rs.size());
+  for (size_t j = 0; j < rs.size(); ++j) {
+    auto c = aff->coeffs[j].as_int();
+    if (!c || *c <= 0) return false;
+    coeff[j] = *c;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return coeff[x] > coeff[y]; });
+  int64_t rest = *k;
+  for (size_t j : order) {
+    auto size = in.host.rsizes[j].as_int();
+    if (!size || rest < 0) return false;
+    int64_t r = rest / coeff[j];
+    if (r >= *size) return false;
+    rest -= r * coeff[j];
+  }
+  return rest == 0;
+}
+
 std::vector<Expr> unit_writes_index(const ir::Program& prog, const Member& mem) {
   const ir::Buffer& b = prog.buffers[mem.buffer];
   return {sym::substitute(b.write_index(), mem.var_map)};
@@ -357,7 +393,7 @@ std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel
     if (siblings) {
       // Siblings only need one shared read to line up (that is where the saving is).
       bool any = false;
-      for (const Anchor& an : anchors) any |= !verify(in, m, {an});
+      for (const Anchor& an : anchors) any |= !verify(in, m, {an}) || read_in_host_loop(in, m, an);
       if (!any) bad = "reads of shared buffers differ";
     } else {
       bad = verify(in, m, anchors);

@@ -12,7 +12,8 @@
 //
 // Passes (one file each): deps.cpp (reads/writes, the dependencies between units), fusion.cpp
 // (greedy fusion with verdicts), loop_order.cpp (loop order of pointwise kernels),
-// split_reduction.cpp (GPU: few-row reductions in two passes), memory_plan.cpp (stages, stored vs
+// split_reduction.cpp (GPU: few-row reductions in two passes), short_loops.cpp (CPU: short
+// innermost loops merged or unrolled), memory_plan.cpp (stages, stored vs
 // local buffers, frees, reuse). Entry point: schedule_program (scheduler.cpp).
 //
 // Tests: tests/cpp/sched/.
@@ -72,6 +73,10 @@ struct Kernel {
   // direction a transposed read is contiguous in) by tile points of x[n-1] (the vector loop).
   int64_t tile = 0;
   int64_t tile_rows = 0;
+  // > 0: pointwise: this many trailing x dims, each shorter than a vector, are unrolled: the body
+  // is rendered once per point of them inside the loop over x[n-1-unrolled], the vector loop
+  // (plan_short_loops).
+  int unrolled = 0;
   // GPU (Triton) kernels whose reduction rows fit a block (persistent_on_gpu): each row stays in
   // registers across the kernel's stages, so an inner value a later stage reads needs no buffer.
   bool rows_in_registers = false;
@@ -154,6 +159,12 @@ void grant_in_place_writes(ir::Program& prog);
 void fuse(const ir::Program& prog, Schedule& s);
 void choose_loop_order(const ir::Program& prog, Schedule& s);  // also picks CPU loop strategies
 void order_loops(const ir::Program& prog, Kernel& k);
+// CPU loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail.
+inline constexpr int64_t kCpuMinVectorTrip = 8;
+// CPU pointwise kernels whose innermost loop is shorter than kCpuMinVectorTrip: loops that every
+// index sees as one are merged, and short trailing loops are unrolled inside a longer vector loop
+// (short_loops.cpp).
+void plan_short_loops(const ir::Program& prog, Kernel& k);
 // inputs_freed: the caller releases graph inputs as the wrapper drops them (ScheduleOptions).
 void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed = false);
 

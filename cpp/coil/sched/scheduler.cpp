@@ -316,6 +316,9 @@ Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   }
   fuse(prog, s);
   choose_loop_order(prog, s);
+  if (!opts.gpu) {
+    for (Kernel& k : s.kernels) plan_short_loops(prog, k);
+  }
   if (opts.gpu) {
     for (Kernel& k : s.kernels) k.rows_in_registers = persistent_on_gpu(k);
   }

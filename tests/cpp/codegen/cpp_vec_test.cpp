@@ -192,7 +192,14 @@ TEST(CppVec, AutoKeepsShortLoopsAndSmallKernelsScalar) {
     Arg x = b.input("arg0_1", contiguous(sizes));
     return b.finish({b.call("exp", "aten.exp.default", {x}, contiguous(sizes))});
   };
-  std::vector<KernelSource> k = render(exp_of({4096, 3}), "auto");
+  // [200, 5, 7] from a [200, 7, 5] input: no two loops merge, and with 7 points unrolled the
+  // loop before them (5) is still short (short_loops.cpp).
+  GraphBuilder tb;
+  Arg tx = tb.input("arg0_1", contiguous({200, 7, 5}));
+  Arg tp = tb.call("permute", "aten.permute.default", {tx, test::ints({0, 2, 1})},
+                   test::strided({200, 5, 7}, {35, 1, 5}));
+  std::vector<KernelSource> k = render(
+      tb.finish({tb.call("exp", "aten.exp.default", {tp}, contiguous({200, 5, 7}))}), "auto");
   ASSERT_EQ(k.size(), 1u);
   EXPECT_TRUE(contains(k[0].code, "scalar (omp simd): too few iterations")) << k[0].code;
   k = render(exp_of({4, 64}), "auto");  // 256 elements: no attempt at all
@@ -236,6 +243,54 @@ TEST(CppVec, AutoStreamsTheStoresOfKernelsWritingThirtyTwoMebibytes) {
     EXPECT_FALSE(contains(k[0].code, "coil_vstream")) << k[0].code;
     EXPECT_TRUE(contains(k[0].code, "v_buf0.store(out_ptr0 + (")) << k[0].code;
   }
+}
+
+TEST(CppVec, UnrolledShortLoopsShareValuesAndInterleaveTheirStores) {
+  // log_softmax over 3 classes (a pointwise body: the reduction is unrolled by its lowering) of
+  // bfloat16 rows: the 3 classes are unrolled inside the vector loop over the 64 rows
+  // (sched/short_loops.cpp). The max, the sum of exponentials and its log are computed once for
+  // the 3 copies; each copy's result goes to a stage, narrowed from the unrounded float lanes,
+  // and the stage to memory in one run of 3 x lanes.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({64, 3}, DType::BFloat16));
+  Arg y = b.call("_log_softmax", "aten._log_softmax.default",
+                 {x, test::iarg(-1), test::barg(false)}, contiguous({64, 3}, DType::BFloat16));
+  std::vector<KernelSource> k = render(b.finish({y}));
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c,
+                       "// decision: short loops: x1 (3 points) unrolled inside the loop over "
+                       "x0, the vector loop\n"))
+      << c;
+  EXPECT_TRUE(contains(c, "// decision: loop x0 vectorized (at::vec VecF, a masked tail)")) << c;
+  EXPECT_EQ(count(c, "coil_exp_u20("), 6u) << c;  // 3 per copy of the loop's body (whole, tail)
+  EXPECT_EQ(count(c, ".log()"), 2u) << c;
+  EXPECT_TRUE(contains(c, "alignas(64) coil_bf16 stage_buf0[3 * VecF_lanes];")) << c;
+  EXPECT_TRUE(contains(c, "coil_vstore_half<c10::BFloat16>(tmp")) << c;  // unrounded
+  EXPECT_TRUE(contains(c, ", stage_buf0 + 2 * VecF_lanes, n_x0);")) << c;
+  EXPECT_TRUE(contains(c, "coil_interleave<3>(stage_buf0, VecF_lanes, out_ptr0 + (3*x0), n_x0);"))
+      << c;
+  EXPECT_FALSE(contains(c, "v_buf0_u0.store")) << c;
+}
+
+TEST(CppVec, ColumnArgReductionsStepVectorsOfLanes) {
+  // argmax over dim 0 of [7, 4, 64]: a column kernel whose lanes (neighbouring x points) keep
+  // their best values and int32 positions in per-lane arrays (coil_vcol_arg_step); the int64
+  // positions are stored lane by lane.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({7, 4, 64}));
+  Arg m = b.call("argmax", "aten.argmax.default", {x, test::iarg(0)},
+                 contiguous({4, 64}, DType::Int64));
+  std::vector<KernelSource> k = render(b.finish({m}));
+  ASSERT_EQ(k.size(), 1u);
+  const std::string& c = k[0].code;
+  EXPECT_TRUE(contains(c, "// decision: loop x1 vectorized")) << c;
+  EXPECT_TRUE(contains(c, "int32_t acci_buf0[64];")) << c;
+  EXPECT_TRUE(
+      contains(c, "coil_vcol_arg_step<true>(acc_buf0 + xi, acci_buf0 + xi, tmp0, r0, n_x1);"))
+      << c;
+  EXPECT_TRUE(contains(c, "for (int64_t xl = 0; xl < n_x1; ++xl) {\n")) << c;
+  EXPECT_TRUE(contains(c, "out_ptr0[64*x0 + x1 + xl] = v_buf0[xi + xl];")) << c;
 }
 
 TEST(CppVec, OpTextsUseAtVec) {

@@ -146,6 +146,23 @@ TEST(Fusion, TwoReductionsOfTheSameInputFuseAsSiblings) {
   EXPECT_EQ(r.s.verdicts[0].reason, "shares 1024 bytes");  // both read all of x: 8 * 32 * 4
 }
 
+TEST(Fusion, APointwiseSiblingReadingWhatTheReductionLoopReadsFusesOutsideIt) {
+  // amax over 7 rows (unrolled into a pointwise body by its lowering) and argmax over the same
+  // rows (a reduction): the pointwise reads, at each x point, the 7 elements the reduction's
+  // loop reads there; it runs after that loop, per x point, and x is read from memory once.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({7, 4, 64}));
+  Arg v = b.call("amax", "aten.amax.default", {x, ints({0})}, contiguous({4, 64}));
+  Arg i = b.call("argmax", "aten.argmax.default", {x, iarg(0)}, contiguous({4, 64}, DType::Int64));
+  Scheduled r = schedule(b.finish({v, i}));
+  ASSERT_EQ(r.s.kernels.size(), 1u);
+  EXPECT_EQ(r.members(0), (std::vector<std::string>{"buf0", "buf1"}));
+  EXPECT_TRUE(r.member("buf0").inner);  // (buf0: argmax's reduction; buf1: amax's body)
+  EXPECT_FALSE(r.member("buf1").inner);
+  ASSERT_EQ(r.s.verdicts.size(), 1u);
+  EXPECT_TRUE(r.s.verdicts[0].fused) << r.s.verdicts[0].reason;
+}
+
 TEST(Fusion, ReductionsOverDifferentSizesDoNotFuse) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({16, 32}));

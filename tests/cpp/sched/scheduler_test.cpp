@@ -51,18 +51,19 @@ TEST(Scheduler, ExternCallsAndTheirInputsAreKept) {
 }
 
 TEST(Scheduler, OneKernelPerComputedBufferWithIdentityVariables) {
-  // Two unrelated outputs: nothing to fuse, so each buffer keeps its own kernel.
+  // Two unrelated outputs: nothing to fuse, so each buffer keeps its own kernel. (Rows of 16: a
+  // shorter innermost loop would be merged with its outer one, short_loops.cpp.)
   GraphBuilder b;
-  Arg x = b.input("arg0_1", contiguous({8, 4}));
+  Arg x = b.input("arg0_1", contiguous({8, 16}));
   Arg y = b.input("arg1_1", contiguous({3}));
-  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({8, 4}));
+  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({8, 16}));
   Arg n = b.call("neg", "aten.neg.default", {y}, contiguous({3}));
   ir::Program prog = lower::lower_graph(b.finish({e, n}));
   Schedule s = schedule_program(prog);
   ASSERT_EQ(s.kernels.size(), 2u);
   EXPECT_TRUE(s.verdicts.empty());
   EXPECT_EQ(s.post_fusion_text(prog),
-            "kernel 0: x[8, 4]\n"
+            "kernel 0: x[8, 16]\n"
             "  buf0 (outer) vars: v0=x0 v1=x1\n"
             "kernel 1: x[3]\n"
             "  buf1 (outer) vars: v0=x0\n");

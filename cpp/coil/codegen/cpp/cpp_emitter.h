@@ -1,5 +1,6 @@
 // The C++ kernel renderer's state and steps, shared by its files: cpp_kernel.cpp (loops, scalar
-// values, stores), cpp_reduction_loops.cpp (each stage's r loops and accumulators),
+// values, stores), cpp_unrolled_loops.cpp (short loops unrolled inside the vector loop),
+// cpp_reduction_loops.cpp (each stage's r loops and accumulators),
 // cpp_vec_loops.cpp (the innermost loop in vector form), cpp_vec_gather.cpp (indirect loads in
 // it) and cpp_row_cache.cpp (values loops over one row share). Internal to codegen/cpp; the
 // interface is cpp_kernel.h.
@@ -30,8 +31,9 @@ constexpr int64_t kParallelMinElements = 32768;
 constexpr int64_t kColumnUnroll = 4;
 // Elements of a float sum's outer r loop per chunk (chunk_steps): a multiple of every vector width.
 constexpr int64_t kSumChunkElements = 4096;
-// Innermost loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail.
-constexpr int64_t kMinVectorTrip = 8;
+// Innermost loops shorter than this stay scalar: a vector of 8 or 16 lanes would be mostly tail
+// (the scheduler unrolls such loops inside a longer one where it can: sched::plan_short_loops).
+constexpr int64_t kMinVectorTrip = sched::kCpuMinVectorTrip;
 
 // Row groups (Emitter::row_group): a row-mode reduction kernel whose innermost x loop has this
 // many times two points or more, a multiple of it, runs its loops over kRowGroup rows at once.
@@ -233,9 +235,26 @@ class Emitter {
 
   // (Within a piece of a split loop, folded where the piece's range decides it: ir/fold.h.)
   Value kernel_body(const sched::Member& m) const {
-    Value body = ir::substitute_indices(prog_.buffers[m.buffer].body, m.var_map);
+    Value body = ir::substitute_indices(prog_.buffers[m.buffer].body, member_map(m));
     return fold_pieces_ ? ir::fold_in_ranges(body, env_) : body;
   }
+  // m's variables over the kernel's, with the point of the unrolled loops being rendered
+  // substituted (unrolled_at_).
+  sym::ExprMap member_map(const sched::Member& m) const;
+  // Unrolled short loops (Kernel::unrolled): the pointwise body rendered once per point of the
+  // trailing loops, inside the loop over x[vector_dim()]; values that do not depend on those
+  // loops are shared between the copies (the memo), each copy's per-buffer variables carry the
+  // suffix _u<point>.
+  size_t vector_dim() const { return k_.xsizes.size() - 1 - static_cast<size_t>(k_.unrolled); }
+  void each_unrolled_point(const std::function<void()>& f);
+  // The unrolled loops' variables at point p (row-major over them).
+  sym::ExprMap unrolled_point(int64_t p) const;
+  // Vector form: the buffers whose copies' stores interleave (copy p writes element p of each run
+  // of `points`, its lanes `points` apart) -> copy 0's index. Each copy stores its vector into a
+  // stage, whole; after the last one the stage goes out in one contiguous run (coil_interleave),
+  // as Inductor's transposed stores do: a channels-last copy with 3 channels stored lane by lane
+  // took 1.45x Inductor's time (seed 5032, one thread).
+  void plan_interleaved_stores(int64_t points);
   // Loop partitioning: where a pointwise kernel's innermost loop is split into pieces on each of
   // which every comparison of index values along it is constant (a concatenation's pieces, a
   // pad's border), ir::index_breakpoints's points; empty when the loop stays whole.
@@ -336,6 +355,8 @@ class Emitter {
   // form (coil_varg_step in prelude.h: int32 positions beside float32 lanes) applies to b.
   std::string arg_position(const sched::Member& m);
   bool vector_arg_reduction(const ir::Buffer& b) const;
+  // Vector column mode: an arg-reduction's results, lane by lane (int64 positions).
+  void column_arg_results(const ir::Buffer& b, const sched::Member& m);
   static bool arg_is_max(const ir::Buffer& b) { return *b.reduction == ir::ReductionType::ArgMax; }
 
   std::string loop_header(const std::string& var, const std::string& begin, const std::string& end,
@@ -365,7 +386,7 @@ class Emitter {
   // Whether this kernel runs in row groups (sets rows_).
   bool plan_row_group();
   // The name suffix of the replica being rendered ("" outside row groups).
-  std::string sfx() const { return rows_ > 1 ? "_g" + std::to_string(row_) : ""; }
+  std::string sfx() const { return (rows_ > 1 ? "_g" + std::to_string(row_) : "") + unrolled_sfx_; }
   // Renders f once per replica, each with its own state.
   void each_row(const std::function<void()>& f);
   void set_row(int g);
@@ -435,6 +456,11 @@ class Emitter {
   int64_t min_trip_;  // innermost loops shorter than this stay scalar
   std::optional<VecLoop> vec_;
   std::set<std::string> vec_names_;
+  // Vectors that are another rounded to a 16-bit type (coil_vround): name -> (the unrounded
+  // vector's text, the type). A store of that type narrows the unrounded vector: rounding to
+  // nearest even twice gives the same bits, and the round trip through 16 bits costs as much as
+  // a bf16 relu's other work.
+  std::map<std::string, std::pair<std::string, DType>> rounded_;
   std::string vec_last_type_;
   std::vector<std::string> vec_decisions_;
   // Lane values of the vector loop being rendered (lane_value), and whether it gathered through
@@ -471,6 +497,12 @@ class Emitter {
   };
   std::vector<RowState> row_states_;
   sym::ExprMap row_rename_;
+  // The point of the unrolled loops being rendered (each_unrolled_point): their variables'
+  // values, and the suffix of the copy's names.
+  sym::ExprMap unrolled_at_;
+  std::string unrolled_sfx_;
+  int64_t unrolled_p_ = 0, unrolled_points_ = 1;
+  std::map<std::string, Expr> interleaved_;
 };
 
 }  // namespace coil::codegen::cpp

@@ -316,7 +316,7 @@ void Emitter::store(const ir::Buffer& b, const sched::Member& m, const std::stri
     return;
   }
   if (!stored(b.name)) return;
-  Expr idx = sym::substitute(b.write_index(), m.var_map);
+  Expr idx = sym::substitute(b.write_index(), member_map(m));
   if (vec_) {
     vector_store(b, idx, val);
     return;
@@ -418,6 +418,12 @@ void Emitter::emit_pointwise(const sched::Member& m) {
   } else if (vec_ && is_vector(val)) {
     line("auto " + var + " = " + val + ";");
     vec_names_.insert(var);
+    // (v_<buf> names repeat in each piece of a split loop.)
+    if (rounded_.count(val)) {
+      rounded_[var] = rounded_.at(val);
+    } else {
+      rounded_.erase(var);
+    }
   } else {
     line(ctype(b.layout.dtype) + " " + var + " = " + val + ";");
   }
@@ -426,7 +432,9 @@ void Emitter::emit_pointwise(const sched::Member& m) {
 }
 
 bool Emitter::plan_stream_stores(bool tiled) const {
-  if (!vectorize_ || scatter() || k_.has_reduction() || k_.xsizes.empty()) return false;
+  // (Unrolled short loops: the stores are strided along the vector loop.)
+  if (!vectorize_ || scatter() || k_.has_reduction() || k_.xsizes.empty() || k_.unrolled > 0)
+    return false;
   // (cpp_vectorize="on" streams small kernels too, as it renders them in vector form and in row
   // groups: how tests and the fuzzer reach streaming stores with small tensors.)
   bool forced = min_trip_ <= 1;
@@ -463,11 +471,13 @@ void Emitter::render_loops() {
   size_t nx = k_.xsizes.size();
   bool pointwise = !k_.has_reduction();
   bool tiled = pointwise && k_.tile > 0 && nx >= 2;
+  // The vector loop's dim: the last, or the one before the unrolled short loops.
+  size_t vd = nx ? vector_dim() : 0;
   // Loops as (header, pragma-able) pairs, outermost first; the parallel pragma covers the
   // leading loops that are perfectly nested.
   std::vector<std::string> headers;
   size_t parallel_loops = 0;
-  std::string inner_begin = "0", inner_end = nx ? sym::to_cpp(k_.xsizes.back(), env_) : "";
+  std::string inner_begin = "0", inner_end = nx ? sym::to_cpp(k_.xsizes[vd], env_) : "";
   auto size = [&](size_t i) { return sym::to_cpp(k_.xsizes[i], env_); };
   if (column()) {
     for (size_t i = 0; i + 1 < nx; ++i)
@@ -488,9 +498,9 @@ void Emitter::render_loops() {
     inner_end = "std::min<int64_t>(xt1 + " + t + ", " + size(nx - 1) + ")";
     headers.push_back(loop_header(b, inner_begin, inner_end));
   } else {
-    for (size_t i = 0; i < nx; ++i)
+    for (size_t i = 0; i <= vd && i < nx; ++i)
       headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
-    parallel_loops = pointwise ? (nx > 1 ? nx - 1 : 1) : nx;
+    parallel_loops = pointwise ? (vd > 0 ? vd : 1) : nx;
     if (!pointwise && plan_row_group()) {
       headers.back() = loop_header("xg", "0", size(nx - 1), std::to_string(rows_));
     }
@@ -547,10 +557,12 @@ void Emitter::render_loops() {
       }
       set_row(0);
     }
-    for (size_t i = 0; i < k_.stages.size(); ++i) {
-      stage_ = static_cast<int>(i);
-      render_stage(k_.stages[i]);
-    }
+    each_unrolled_point([&] {
+      for (size_t i = 0; i < k_.stages.size(); ++i) {
+        stage_ = static_cast<int>(i);
+        render_stage(k_.stages[i]);
+      }
+    });
     stage_ = -1;
     memo_.pop_back();
   };
@@ -564,11 +576,10 @@ void Emitter::render_loops() {
     });
   } else if (vector_inner) {
     size_t i = headers.size() - 1;
-    std::optional<int64_t> trip =
-        tiled ? std::optional<int64_t>(k_.tile) : k_.xsizes.back().as_int();
+    std::optional<int64_t> trip = tiled ? std::optional<int64_t>(k_.tile) : k_.xsizes[vd].as_int();
     bool allowed = vectorize_ && (!trip || *trip >= min_trip_);
     std::string why = !vectorize_ ? "" : "too few iterations";
-    with_vector_attempt("x" + std::to_string(nx - 1), allowed, why, [&](bool vector) {
+    with_vector_attempt("x" + std::to_string(vd), allowed, why, [&](bool vector) {
       if (tiled && vector) {
         transposed_tiles(size(nx - 2), size(nx - 1));
         open_loop(i - 1);
@@ -620,7 +631,7 @@ constexpr size_t kMaxLoopPieces = 16;
 
 std::vector<int64_t> Emitter::inner_pieces() const {
   size_t nx = k_.xsizes.size();
-  if (nx == 0 || rows_ > 1 || scatter()) return {};
+  if (nx == 0 || rows_ > 1 || scatter() || k_.unrolled > 0) return {};
   auto extent = k_.xsizes.back().as_int();
   if (!extent) return {};
   // Column mode: lanes split only where one block covers the row (x = xi, xc being 0).

@@ -193,11 +193,26 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       });
       continue;
     }
-    if (lanes_vec_ && (is_arg_reduction(b) || !vec_combine_text(*b.reduction, "a", "b"))) {
+    bool arg = is_arg_reduction(b);
+    if (lanes_vec_ && !arg && !vec_combine_text(*b.reduction, "a", "b")) {
       throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) + " reduction"};
     }
+    if (lanes_vec_ && arg) {
+      // Vector column arg-reductions: float32 lanes (16-bit values compare exactly in them) and
+      // int32 positions (coil_vcol_arg_step).
+      lane_type(acc);
+      if (!vector_arg_reduction(b)) {
+        throw NoVectorForm{std::string(ir::reduction_name(*b.reduction)) +
+                           " reduction over float64 lanes or 2^31 elements or more"};
+      }
+      acc = DType::Float32;
+      init = reduction_identity(*b.reduction, acc);
+    }
     line(ctype(acc) + " acc_" + b.name + block + (column() ? ";" : " = " + init + ";"));
-    if (is_arg_reduction(b)) line("int64_t acci_" + b.name + block + (column() ? ";" : " = 0;"));
+    if (arg) {
+      line(std::string(lanes_vec_ ? "int32_t" : "int64_t") + " acci_" + b.name + block +
+           (column() ? ";" : " = 0;"));
+    }
     if (column()) {
       line("for (int64_t xi = 0; xi < xn; ++xi) acc_" + b.name + "[xi] = " + init + ";");
       if (is_arg_reduction(b))
@@ -448,6 +463,10 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       for (const sched::Member* m : reductions) {
         const ir::Buffer& b = prog_.buffers[m->buffer];
         std::string n = b.name + sfx();
+        if (lanes_vec_ && is_arg_reduction(b)) {
+          column_arg_results(b, *m);
+          continue;
+        }
         if (lanes_vec_) {
           std::string v = read_lanes("acc_" + n, b.body.dtype());
           if (b.layout.dtype != b.body.dtype()) {
@@ -481,6 +500,12 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
 void Emitter::accumulate(const sched::Member& m, const std::string& val) {
   const ir::Buffer& b = prog_.buffers[m.buffer];
   DType t = b.body.dtype();
+  if (lanes_vec_ && is_arg_reduction(b)) {
+    line("coil_vcol_arg_step<" + std::string(arg_is_max(b) ? "true" : "false") + ">(acc_" + b.name +
+         " + xi, acci_" + b.name + " + xi, " + vec_operand(val, t) + ", " + arg_position(m) + ", " +
+         vec_->count + ");");
+    return;
+  }
   if (lanes_vec_) {
     // The lanes' accumulators, loaded, combined and stored back (a masked tail's count of them).
     std::string acc = "acc_" + b.name;
@@ -519,6 +544,23 @@ void Emitter::accumulate(const sched::Member& m, const std::string& val) {
       break;
     }
   }
+}
+
+// Vector column mode: an arg-reduction's positions (int64: no vector form) go to their lanes'
+// slots and to memory one lane at a time.
+void Emitter::column_arg_results(const ir::Buffer& b, const sched::Member& m) {
+  std::string slot = "v_" + b.name, x = last_x();
+  env_.add_index_var(Expr::symbol("xl"), k_.xsizes.back());
+  line("for (int64_t xl = 0; xl < " + vec_->count + "; ++xl) {");
+  line("  " + slot + "[xi + xl] = acci_" + b.name + "[xi + xl];");
+  if (stored(b.name) && !b.is_scatter()) {
+    Expr idx = sym::substitute(b.write_index(), member_map(m));
+    idx = sym::substitute(idx, {{Expr::symbol(x), Expr::symbol(x) + Expr::symbol("xl")}});
+    line("  " + ptr_.at(b.name) + "[" + index_text(b.name, idx) + "] = " + slot + "[xi + xl];");
+  }
+  line("}");
+  available_[b.name] = lane(slot);
+  slots_.insert(b.name);
 }
 
 // The row-major position, within its buffer's own reduction ranges, of the element an

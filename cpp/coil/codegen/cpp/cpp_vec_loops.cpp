@@ -165,6 +165,7 @@ void Emitter::vector_value(Value v) {
     gathers = true;
   }
   std::string text;
+  std::string rounded;  // text is this rounded to d (rounded_)
   switch (v.op()) {
     case Op::Load: {
       if (lanes_vec_ && slots_.count(v->buffer) && available_.count(v->buffer) &&
@@ -219,6 +220,7 @@ void Emitter::vector_value(Value v) {
         text = "(" + vec_operand(v->args[0]) + " != " + vec() + "(0))";
       } else if (is_half(d)) {  // float32 (or the other 16-bit type) rounded to d
         text = "coil_vround<" + c10_half(d) + ">(" + vec_operand(v->args[0]) + ")";
+        rounded = vec_operand(v->args[0]);
       } else if (is_half(from) && d == DType::Float32) {  // exact: the lanes hold floats
         memo_.back()[v.get()] = *lookup(v->args[0]);
         return;
@@ -273,13 +275,17 @@ void Emitter::vector_value(Value v) {
       if (!t) throw NoVectorForm{std::string(ir::op_name(v.op())) + " has no vector form"};
       text = *t;
       // An op computed in a 16-bit type: its float result rounded, as the scalar form's is.
-      if (is_half(d)) text = "coil_vround<" + c10_half(d) + ">(" + text + ")";
+      if (is_half(d)) {
+        rounded = text;
+        text = "coil_vround<" + c10_half(d) + ">(" + text + ")";
+      }
     }
   }
   std::string name = "tmp" + std::to_string(next_tmp_++);
   line("auto " + name + " = " + text + ";");
   memo_.back()[v.get()] = name;
   vec_names_.insert(name);
+  if (!rounded.empty()) rounded_[name] = {rounded, d};
 }
 
 void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::string& val) {
@@ -288,6 +294,23 @@ void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::stri
   if (d == DType::Bool) throw NoVectorForm{"a bool store varies"};
   if (!mentions_loop_var(idx)) throw NoVectorForm{"a store's index is the same in every lane"};
   std::string v = vec_operand(val, d);
+  auto unrounded = rounded_.find(v);
+  if (unrounded != rounded_.end() && unrounded->second.second == d) v = unrounded->second.first;
+  if (interleaved_.count(b.name)) {
+    // (Emitted with copy 0's store, in the body's scope: coil_interleave after the last copy.)
+    std::string stage = "stage_" + b.name, lanes = vec() + "_lanes";
+    if (unrolled_p_ == 0) {
+      line("alignas(64) " + ctype(d) + " " + stage + "[" + std::to_string(unrolled_points_) +
+           " * " + lanes + "];");
+    }
+    std::string row = stage + " + " + std::to_string(unrolled_p_) + " * " + lanes;
+    if (is_half(d)) {
+      line("coil_vstore_half<" + c10_half(d) + ">(" + v + ", " + row + ", " + vec_->count + ");");
+    } else {
+      line(v + ".store(" + row + ", " + vec_->count + ");");
+    }
+    return;
+  }
   std::string at = index_text(b.name, idx);
   auto step = lane_step(idx);
   if (step && step->as_int() == 1) {
@@ -299,6 +322,12 @@ void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::stri
     } else {
       line(v + ".store(" + ptr_.at(b.name) + " + (" + at + "), " + vec_->count + ");");
     }
+    return;
+  }
+  if (is_half(d)) {
+    line("coil_vstore_half_lanes<" + c10_half(d) + ">(" + v + ", [&](int64_t " + vec_->var + ", " +
+         c10_half(d) + " e) { " + ptr_.at(b.name) + "[" + at + "].bits = e.x; }, " + vec_->var +
+         ", " + vec_->count + ");");
     return;
   }
   std::string lane_t = *vec_->elem == DType::Float64 ? "double" : "float";
@@ -349,6 +378,11 @@ void Emitter::restore(const Snapshot& s) {
   lane_values_.clear();
   tiles_.clear();
   tile_names_.clear();
+  interleaved_.clear();
+  rounded_.clear();
+  unrolled_at_.clear();
+  unrolled_sfx_.clear();
+  unrolled_p_ = 0;
 }
 
 // Renders a loop nest through render(vector) in vector form over the innermost loop `var`, or,

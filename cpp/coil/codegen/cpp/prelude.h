@@ -380,6 +380,19 @@ inline void coil_varg_step(VecF& best, VecI& where, const VecF& v, int64_t pos, 
   where = VecI::blendv(where, VecI::arange(static_cast<int32_t>(pos), 1),
                        at::vec::cast<int32_t>(take));
 }
+// Column arg-reductions in vector form (Emitter::accumulate): lanes are neighbouring x points,
+// each with its own best value and int32 position in the per-lane arrays best and where; a step
+// offers each lane its element v at the same position pos, taken by coil_varg_step's rule. Only
+// the first n lanes are read and written (a block's masked tail).
+template <bool is_max>
+inline void coil_vcol_arg_step(float* best, int32_t* where, const VecF& v, int64_t pos, int64_t n) {
+  VecF b = VecF::loadu(best, n);
+  VecF better = is_max ? (v > b) : (v < b);
+  VecF take = better | (v.isnan() & (b == b));
+  VecF::blendv(b, v, take).store(best, n);
+  VecI w = VecI::loadu(where, n);
+  VecI::blendv(w, VecI(static_cast<int32_t>(pos)), at::vec::cast<int32_t>(take)).store(where, n);
+}
 // The position of the best value over all lanes: a NaN's first position when a lane holds one,
 // else the best value's, the smallest position among equal ones.
 template <bool is_max>
@@ -419,8 +432,22 @@ template <typename T>
 inline void coil_vstore_half(const VecF& v, void* p, int64_t n) {
   at::vec::convert_from_float<T>(v, v).store(p, n);
 }
+// (bfloat16 under AVX2: the rounding at::vec's conversion does, to nearest even in the float's
+// bits, NaN to the bits of its NaN, without narrowing and widening two vectors: the same bits for
+// all 2^32 floats, and a quarter of a bf16 std's time over a middle dim (perf fuzzer seed 5010).)
 template <typename T>
 inline VecF coil_vround(const VecF& v) {
+#if defined(CPU_CAPABILITY_AVX2) && !defined(CPU_CAPABILITY_AVX512)
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    r = _mm256_and_si256(r, high);
+    __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(high), nan);
+  }
+#endif
   return std::get<0>(at::vec::convert_to_float<T>(at::vec::convert_from_float<T>(v, v)));
 }
 // Streaming stores (Emitter::plan_stream_stores): a whole vector bound for a vector-aligned
@@ -545,6 +572,23 @@ template <typename V, typename F>
 inline void coil_vstore_lanes(const V& v, const F& f, int64_t base, int64_t n) {
   alignas(64) typename V::value_type lanes[V::size()];
   v.store(lanes);
+  for (int64_t l = 0; l < n; ++l) f(base + l, lanes[l]);
+}
+// Stores of P unrolled copies of a loop body that interleave (Emitter::plan_interleaved_stores):
+// row p of src (rows ld apart) holds copy p's n lanes; dst[l * P + p] takes lane l of row p, so
+// the n * P elements go out in order.
+template <int64_t P, typename T>
+inline void coil_interleave(const T* src, int64_t ld, T* dst, int64_t n) {
+  for (int64_t l = 0; l < n; ++l) {
+    for (int64_t p = 0; p < P; ++p) dst[l * P + p] = src[p * ld + l];
+  }
+}
+// The same for a 16-bit float (T: c10::BFloat16 or c10::Half): the lanes narrowed in registers
+// (as coil_vstore_half narrows them), f(var, lane) storing each one's bits.
+template <typename T, typename F>
+inline void coil_vstore_half_lanes(const VecF& v, const F& f, int64_t base, int64_t n) {
+  alignas(64) T lanes[at::vec::Vectorized<T>::size()];
+  at::vec::convert_from_float<T>(v, v).store(lanes);
   for (int64_t l = 0; l < n; ++l) f(base + l, lanes[l]);
 }
 
