@@ -168,6 +168,12 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
       r.kernel_source += wrapper;  // (self-contained: a graph without kernels is the wrapper)
       r.wrapper = "cpp";
       r.output_code = codegen::render_python_bridge(prog, kernels, r.kernel_source, opts.title);
+      // The same graph driven kernel by kernel from Python, for tools that time each kernel
+      // (coil.explain): it loads the same library.
+      if (!opts.debug_dir.empty()) {
+        r.artifacts["output_code_python.py"] = codegen::render_python_wrapper(
+            prog, schedule, kernels, r.kernel_source, opts.title, r.backend);
+      }
     } else {
       r.output_code = codegen::render_python_wrapper(prog, schedule, kernels, r.kernel_source,
                                                      opts.title, r.backend);

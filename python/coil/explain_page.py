@@ -11,8 +11,8 @@ their reasons.
 
 Kernel times come from the graph's own output_code.py loaded again from the debug folder, each
 kernel wrapped in a timer, run on its make_inputs() (random inputs of the traced sizes): the
-median of `repeats` calls. A graph run through a C++ wrapper (option cpp_wrapper) gets its whole
-time only. Everything shown comes from coil's records and debug artifacts: nothing here decides.
+median of `repeats` calls. A graph run through a C++ wrapper (option cpp_wrapper) is timed through
+the Python form of its program the compiler writes beside it (output_code_python.py). Everything shown comes from coil's records and debug artifacts: nothing here decides.
 Tests: tests/python/test_explain_page.py.
 """
 
@@ -104,6 +104,9 @@ class _Timed:
 def _measure(record, repeats: int) -> tuple[dict, float | None, str]:
     """({kernel: median seconds}, the graph's median seconds, "" or why it was not measured)."""
     path = os.path.join(record.debug_dir or "", "output_code.py")
+    python_form = os.path.join(record.debug_dir or "", "output_code_python.py")
+    if os.path.exists(python_form):  # a C++ wrapper's graph: time it kernel by kernel from Python
+        path = python_form
     if record.eager_fallback or not os.path.exists(path):
         return {}, None, "not compiled by coil" if record.eager_fallback else "no output_code.py"
     try:
