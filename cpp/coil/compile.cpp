@@ -163,7 +163,7 @@ CompileResult compile_graph(const graph::Graph& g, const CompileOptions& opts) {
     if (opts.cpp_wrapper) r.cpp_wrapper_blocker = codegen::cpp_wrapper_blocker(prog, r.backend);
     if (opts.cpp_wrapper && r.cpp_wrapper_blocker.empty()) {
       std::string wrapper =
-          codegen::render_cpp_wrapper(prog, schedule, kernels, opts.title, opts.cpp_wrapper_checks);
+          codegen::render_cpp_wrapper(prog, schedule, kernels, opts.cpp_wrapper_checks);
       r.artifacts["wrapper.cpp"] = wrapper;
       r.kernel_source += wrapper;  // (self-contained: a graph without kernels is the wrapper)
       r.wrapper = "cpp";

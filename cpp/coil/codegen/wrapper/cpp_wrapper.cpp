@@ -326,11 +326,12 @@ std::string cpp_wrapper_signature(const ir::Program& prog, bool checks) {
 }
 
 std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s,
-                               const std::vector<KernelSource>& kernels, const std::string& title,
-                               bool checks) {
+                               const std::vector<KernelSource>& kernels, bool checks) {
   std::ostringstream out;
   out << runtime::kWrapperBoundary;
-  out << "// The program that runs " << title << " (C++ wrapper: runtime/graph_abi.h).\n";
+  // No graph title here: the library's source is its build-cache key, and the same graph
+  // compiled again (another graph id) must find it.
+  out << "// The program that runs the graph (C++ wrapper: runtime/graph_abi.h).\n";
   out << runtime::kAtenShimHeader << kCppWrapperRuntime << "\n";
   std::set<std::string> declared;
   for (const KernelSource& k : kernels) {

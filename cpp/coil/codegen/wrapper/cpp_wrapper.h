@@ -29,8 +29,7 @@ std::string cpp_wrapper_blocker(const ir::Program& prog, const std::string& back
 // checks: coil_graph_run checks its inputs (dtype, device, rank, static sizes, size symbols'
 // ranges) before running, as an AOT package's callers need.
 std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s,
-                               const std::vector<KernelSource>& kernels, const std::string& title,
-                               bool checks);
+                               const std::vector<KernelSource>& kernels, bool checks);
 
 // The signature coil_graph_signature() returns (JSON; runtime/graph_abi.h).
 std::string cpp_wrapper_signature(const ir::Program& prog, bool checks);
