@@ -170,8 +170,10 @@ TEST_P(CppWrapperSnapshot, MatchesCheckedInFiles) {
   std::string actual =
       it == r.artifacts.end()
           ? "<no wrapper.cpp: " + r.cpp_wrapper_blocker + ">\n"
-          : replace_all(replace_all(it->second, kCppWrapperRuntime, "// <cpp_wrapper_runtime.h>\n"),
-                        runtime::kAtenShimHeader, "// <runtime/aten_shim.h>\n");
+          : replace_all(replace_all(replace_all(it->second, kCppWrapperRuntime,
+                                                "// <cpp_wrapper_runtime.h>\n"),
+                                    runtime::kAtenShimHeader, "// <runtime/aten_shim.h>\n"),
+                        cpp::kSizeArithmetic, "// <size arithmetic: cpp/prelude.h>\n");
   EXPECT_EQ(r.wrapper, it == r.artifacts.end() ? "python" : "cpp");
   fs::path file = snapshot_dir() / snapshot_file(named.name, "wrapper.cpp");
   if (updating()) {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "coil/codegen/cpp/prelude.h"
 #include "coil/codegen/kernel_args.h"
 #include "coil/codegen/wrapper/cpp_wrapper_runtime.h"
 #include "coil/codegen/wrapper/python_wrapper.h"
@@ -332,7 +333,7 @@ std::string render_cpp_wrapper(const ir::Program& prog, const sched::Schedule& s
   // No graph title here: the library's source is its build-cache key, and the same graph
   // compiled again (another graph id) must find it.
   out << "// The program that runs the graph (C++ wrapper: runtime/graph_abi.h).\n";
-  out << runtime::kAtenShimHeader << kCppWrapperRuntime << "\n";
+  out << runtime::kAtenShimHeader << kCppWrapperRuntime << "\n" << cpp::kSizeArithmetic << "\n";
   std::set<std::string> declared;
   for (const KernelSource& k : kernels) {
     std::string fn = k.same_code_as.empty() ? k.name : k.same_code_as;
