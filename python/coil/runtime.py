@@ -265,9 +265,7 @@ def _vec_base_flags() -> list:
         flags += [f"-DCPU_CAPABILITY={cap}", f"-DCPU_CAPABILITY_{cap}"]
     else:
         flags += ["-DCPU_CAPABILITY=DEFAULT"]
-    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    flags += [f"-L{lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}"]
-    return flags
+    return flags + _torch_library_flags()
 
 
 _vec_lock = threading.Lock()
@@ -290,13 +288,8 @@ def prepare_vec_flags() -> None:
     if _vec_warmer is not None:
         return
 
-    def warm():
-        try:
-            vec_flags()
-        except Exception:  # noqa: BLE001  (the compile's own call finds it again and reports)
-            pass
-
-    _vec_warmer = threading.Thread(target=warm, name="coil-vec-flags", daemon=True)
+    _vec_warmer = threading.Thread(target=lambda: _quietly(vec_flags), name="coil-vec-flags",
+                                   daemon=True)
     _vec_warmer.start()
     # A process that exits first waits for it: a daemon thread killed mid-build would leave the
     # compiler's 100 MB temporary header in the cache.
@@ -369,7 +362,7 @@ def prepare_aten_shim() -> None:
 def _quietly(fn) -> None:
     try:
         fn()
-    except Exception:  # noqa: BLE001  (the graph's own call builds it again and reports)
+    except Exception:  # noqa: BLE001  (the compile's own call does it again and reports)
         pass
 
 
