@@ -5,11 +5,11 @@
 #include <nanobind/stl/vector.h>
 
 #include "coil/codegen/cpp/prelude.h"
-#include "coil/runtime/aten_shim_text.h"
 #include "coil/compile.h"
 #include "coil/graph/serialize.h"
 #include "coil/lower/attention_pattern.h"
 #include "coil/lower/lowering.h"
+#include "coil/runtime/aten_shim_text.h"
 
 namespace nb = nanobind;
 
