@@ -273,6 +273,15 @@ def _compile_subgraph(sub: torch.fx.GraphModule, opts: config.Options, compiled:
     return compiled[id(sub)][1]
 
 
+def _donated_inputs() -> list[int]:
+    """The backward graph's inputs AOTAutograd donates (torch._functorch.config.donated_buffer):
+    saved activations that no output, input or view outside the backward shares, which its
+    memory plan may then write in place once read for the last time (as Inductor's does)."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    return list(getattr(metadata, "bw_donated_idxs", None) or [])
+
+
 def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.Options):
     record = _new_record(gm, kind, opts)
     try:
@@ -280,7 +289,8 @@ def _compile(gm: torch.fx.GraphModule, example_inputs, kind: str, opts: config.O
             flex_inline.inline_flex_attention(gm, _decompositions(bool(opts.fallback_random)))
         start = time.perf_counter()
         imported = fx_import.import_graph(
-            gm, example_inputs, functools.partial(_compile_subgraph, opts=opts, compiled={}))
+            gm, example_inputs, functools.partial(_compile_subgraph, opts=opts, compiled={}),
+            donated=_donated_inputs() if kind == "backward" else ())
         record.seconds["import"] = time.perf_counter() - start
         record.symbols = [_symbol_text(row) for row in imported.symbols]
         record.dynamic = bool(record.symbols)

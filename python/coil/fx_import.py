@@ -24,6 +24,7 @@ import dataclasses
 import json
 import math
 import operator
+from collections.abc import Sequence
 
 import torch
 import torch.fx
@@ -536,9 +537,16 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
     return {"format": "coil.graph", "version": 1, "nodes": placeholders + constant_inputs + calls}
 
 
-def import_graph(gm: torch.fx.GraphModule, example_inputs, compile_subgraph=None) -> ImportedGraph:
+def import_graph(gm: torch.fx.GraphModule, example_inputs, compile_subgraph=None,
+                 donated: Sequence[int] = ()) -> ImportedGraph:
+    """donated: positions of placeholders whose memory the graph may take over once it has read
+    them for the last time (AOTAutograd's donated buffers of a backward graph: saved activations
+    nothing else holds; it refuses retain_graph=True for such a graph)."""
     constants: list = []
     doc = graph_to_dict(gm, example_inputs, constants, compile_subgraph)
+    for i, entry in enumerate(n for n in doc["nodes"] if n["kind"] == "placeholder"):
+        if i in donated and entry["meta"]:
+            entry["donated"] = True
     return ImportedGraph(json.dumps(doc), constants, doc.get("symbols", []))
 
 

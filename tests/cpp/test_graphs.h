@@ -46,6 +46,8 @@ class GraphBuilder {
   void set_c_args(const Arg& a, std::vector<graph::CArg> c_args) {
     g_.set_c_args(a.node, std::move(c_args));
   }
+  // Marks input `a` donated (graph::Node::donated).
+  void donate(const Arg& a) { g_.set_donated(a.node); }
 
  private:
   graph::Graph g_;

@@ -169,6 +169,13 @@ void Graph::set_c_args(int id, std::vector<CArg> c_args) {
   nodes_[id].c_args = std::move(c_args);
 }
 
+void Graph::set_donated(int id) {
+  if (id < 0 || id >= int(nodes_.size()) || nodes_[id].kind != NodeKind::Placeholder ||
+      nodes_[id].meta.empty())
+    throw GraphError("set_donated: node #" + std::to_string(id) + " is not a tensor placeholder");
+  nodes_[id].donated = true;
+}
+
 int Graph::add_call(std::string name, std::string target, std::vector<Arg> args,
                     std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorMeta> meta,
                     std::string stack_trace, std::string scalar_type) {

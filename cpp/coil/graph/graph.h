@@ -161,6 +161,9 @@ struct Node {
   // "symint" placeholders: the size expression the input carries (usually one symbol, s0), when
   // known. The wrapper binds a symbol from the input that carries it.
   std::optional<sym::Expr> symint_value;
+  // Tensor placeholders: memory the graph may take over once it has read the input for the last
+  // time (a backward graph's saved activations that AOTAutograd donates: nothing else holds them).
+  bool donated = false;
   std::string stack_trace;  // the user's source line(s) that produced this node, if known
   // ATen calls a C++ wrapper can make (boxed, through the dispatcher): every argument of the
   // op's schema in order, with its type and, where the node leaves it out, its default. Empty
@@ -186,6 +189,8 @@ class Graph {
                std::string stack_trace = "", std::string scalar_type = "");
   // Node::c_args of call `id`.
   void set_c_args(int id, std::vector<CArg> c_args);
+  // Node::donated of tensor placeholder `id`.
+  void set_donated(int id);
   // The graph's outputs: a list of Arg (nodes, or None / constants).
   int set_output(std::vector<Arg> outputs);
   // Registers a backed size symbol (names are unique; GraphError otherwise).

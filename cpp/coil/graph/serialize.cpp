@@ -167,6 +167,7 @@ Json node_to_json(const Node& n, const Graph& g) {
       obj.set("meta", metas_to_json(n.meta));
       obj.set("scalar_type", n.scalar_type);
       if (n.symint_value) obj.set("value", expr_to_json(*n.symint_value, 1));
+      if (n.donated) obj.set("donated", true);
       break;
     case NodeKind::Call: {
       obj.set("target", n.target);
@@ -352,7 +353,7 @@ void Reader::read_node(const Json& j, Graph& g) {
   path_.back() += " ('" + name + "')";
   check_keys(j,
              {"name", "kind", "target", "args", "kwargs", "meta", "scalar_type", "stack_trace",
-              "value", "c_args"},
+              "value", "c_args", "donated"},
              "a node");
   if (ids_.count(name)) {
     fail("duplicate node name '" + name + "' (also node #" + std::to_string(ids_.at(name)) +
@@ -376,6 +377,13 @@ void Reader::read_node(const Json& j, Graph& g) {
 
   std::vector<CArg> c_args;
   if (const Json* c = j.find("c_args")) c_args = read_c_args(*c);
+  bool donated = false;
+  if (const Json* d = j.find("donated")) {
+    Scope scope(*this, "donated");
+    if (!d->is_bool()) fail("\"donated\" is true or false");
+    if (kind != "placeholder") fail("only a placeholder is \"donated\"");
+    donated = d->as_bool();
+  }
   auto only = [&](bool ok, const char* msg) {
     if (!ok) fail("a " + kind + " node " + msg);
   };
@@ -398,6 +406,7 @@ void Reader::read_node(const Json& j, Graph& g) {
   try {
     if (kind == "placeholder") {
       id = g.add_placeholder(name, std::move(meta), std::move(scalar_type), symint_value);
+      if (donated) g.set_donated(id);
     } else if (kind == "call") {
       id = g.add_call(name, std::move(target), std::move(args), std::move(kwargs), std::move(meta),
                       std::move(stack_trace), std::move(scalar_type));

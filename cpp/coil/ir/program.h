@@ -140,6 +140,10 @@ struct Buffer {
 
   int extern_id = -1;  // Extern: index into Program::externs
 
+  // Input: the graph may take its memory once it has read it for the last time (graph::Node::
+  // donated).
+  bool donated = false;
+
   std::set<std::string> origins;   // graph nodes whose computation this buffer holds
   std::vector<std::string> notes;  // program rewrites that shaped it (kernel decisions)
 

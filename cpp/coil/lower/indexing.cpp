@@ -303,6 +303,27 @@ std::optional<ir::ScatterMode> mode_named(const std::string& name) {
   return std::nullopt;
 }
 
+// A number scattered into a constant tensor with one index per line along s.dim (nll_loss's
+// backward, one_hot): out[i] = (index[i with i[dim] = 0] == i[dim]) ? value : fill, a pointwise
+// body that fuses into its readers, where the scatter would write a full-size buffer twice (the
+// fill, then the numbers). The index keeps its bounds check. nullopt for any other scatter.
+std::optional<TensorBox> scatter_upon_constant(const ScatterArgs& s, Value value) {
+  const TensorBox& x = *s.x;
+  const TensorBox& index = *s.index;
+  if (!ir::is_constant(x.body) || index.sizes[s.dim] != Expr(1)) return std::nullopt;
+  for (size_t j = 0; j < x.rank(); ++j) {
+    if (j != s.dim && index.sizes[j] != x.sizes[j]) return std::nullopt;
+  }
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  std::vector<Expr> line = idx;
+  line[s.dim] = Expr(0);
+  Value at = ir::cast(index.load(line), DType::Int64);
+  Expr checked = ir::indirect(at, x.sizes[s.dim], /*wrap=*/false);
+  Value hit = ir::binary(ir::Op::Eq, at, ir::index_expr(idx[s.dim], DType::Int64));
+  Value body = ir::guard(ir::where(hit, value, x.body), checked);
+  return TensorBox{x.dtype, x.device, x.sizes, body, origins_of({&x, &index})};
+}
+
 std::vector<TensorBox> lower_scatter(Lowering& L, const Node& n,
                                      std::optional<ir::ScatterMode> fixed_mode) {
   auto s = scatter_args(L, n);
@@ -318,6 +339,9 @@ std::vector<TensorBox> lower_scatter(Lowering& L, const Node& n,
     mode = *named;
   }
   DType d = L.meta(n).dtype;
+  if (mode == ir::ScatterMode::Store && !L.is_tensor(*src) && s->x->dtype == d) {
+    if (auto pointwise = scatter_upon_constant(*s, scatter_value(L, *src, d))) return {*pointwise};
+  }
   if (!can_scatter(L, n, mode)) return {};
   TensorBox out = scatter_along(L, *s, *s->x, scatter_value(L, *src, d), mode);
   out.origins = s->x->origins;

@@ -714,6 +714,7 @@ void Lowering::run() {
         buf.name = n.name;
         buf.kind = ir::Buffer::Kind::Input;
         buf.layout = {m.dtype, m.device, m.sizes, m.strides, m.offset, true};
+        buf.donated = n.donated;
         prog_.buffers.push_back(buf);
         prog_.inputs.push_back(n.name);
         values_[n.id] = {read_buffer(n.name, buf.layout)};

@@ -227,12 +227,29 @@ void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
     s.buffers[b.name] = plan;
   }
 
-  // Reuse: walk the steps; buffers freed after step t are available from step t + 1.
+  // Reuse: walk the steps; buffers freed after step t are available from step t + 1. A donated
+  // input (a backward's saved activation nobody else holds) is freed after its last reader like
+  // a buffer of the graph's own, when its storage is its elements from offset 0 (a view into a
+  // larger tensor is left alone).
+  std::map<std::string, int> donated_free;
+  for (const auto& [name, step] : s.input_last_use) {
+    const ir::Buffer& b = prog.buffer(name);
+    if (b.donated && b.layout.offset == Expr(0) && one_address_per_element(b.layout) &&
+        !storage_bytes(b.layout).empty())
+      donated_free[name] = step;
+  }
   std::map<std::tuple<std::string, int, std::string>, std::vector<std::string>> pool;
   std::map<int, std::vector<std::string>> frees_after;
   for (const auto& [name, plan] : s.buffers) {
     if (plan.stored && plan.free_step >= 0) frees_after[plan.free_step].push_back(name);
   }
+  for (const auto& [name, step] : donated_free) frees_after[step].push_back(name);
+  auto freed_at = [&](const std::string& name) {
+    auto d = donated_free.find(name);
+    if (d != donated_free.end()) return d->second;
+    const BufferPlan& p = s.buffers.at(name);
+    return p.stored ? p.free_step : -1;
+  };
   // A fallback op may return a view of its input (diagonal, narrow, ...): its outputs and inputs
   // share memory that coil cannot see, so none of them is ever reused or written in place.
   std::set<std::string> pinned;
@@ -266,13 +283,13 @@ void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
         }
         for (int victim : reads[s.steps[step].index]) {
           const ir::Buffer& v = prog.buffers[victim];
-          if (v.kind == ir::Buffer::Kind::Input || outputs.count(v.name) || consumed.count(v.name))
+          bool input = v.kind == ir::Buffer::Kind::Input;
+          if ((input && !donated_free.count(v.name)) || outputs.count(v.name) ||
+              consumed.count(v.name))
             continue;
-          if (unit_of[victim] == s.steps[step].index)
+          if (!input && unit_of[victim] == s.steps[step].index)
             continue;  // made by this kernel: still in use
-          const BufferPlan& vp = s.buffers[v.name];
-          if (!vp.stored || vp.free_step != static_cast<int>(step) ||
-              !same_storage(v.layout, b.layout))
+          if (freed_at(v.name) != static_cast<int>(step) || !same_storage(v.layout, b.layout))
             continue;
           if (!can_write_in_place(prog, k, mi, v.name)) continue;
           plan.reuses = v.name;

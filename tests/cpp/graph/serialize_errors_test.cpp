@@ -124,7 +124,7 @@ TEST(SerializeErrors, Nodes) {
       {with("\"stack_trace\"", "\"stack_trce\""),
        "invalid coil graph JSON at nodes[2] ('add'): unknown field \"stack_trce\" in a node; "
        "expected \"name\", \"kind\", \"target\", \"args\", \"kwargs\", \"meta\", \"scalar_type\", "
-       "\"stack_trace\", \"value\", \"c_args\""},
+       "\"stack_trace\", \"value\", \"c_args\", \"donated\""},
       {with("\"stack_trace\"", "\"c_args\": [[\"self\"]], \"stack_trace\""),
        "invalid coil graph JSON at nodes[2] ('add').c_args: each of \"c_args\" must be [name, "
        "type] "

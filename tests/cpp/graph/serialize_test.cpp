@@ -103,6 +103,7 @@ Graph kitchen_sink() {
   g.add_symbol({"s0", {2, sym::Range::kPosInf}, 8});
   g.add_symbol({"s1", {0, 64}, 3});
   int x = g.add_placeholder("arg0_1", {meta(DType::Float32, {s0, s1}, {s1, 1})});
+  g.set_donated(x);
   int y = g.add_placeholder("arg1_1", {meta(DType::BFloat16, {4, 8}, {1, 4}, 0, "cuda:0")});
   int n = g.add_placeholder("arg2_1", {}, "symint", s0 * 2);
   int f = g.add_placeholder("arg3_1", {}, "float");
@@ -163,6 +164,8 @@ TEST(Serialize, KitchenSinkRoundTrip) {
   EXPECT_EQ(every.args[10].f, std::numeric_limits<double>::infinity());
   EXPECT_EQ(back.symbols(), g.symbols());
   EXPECT_EQ(back.nodes()[2].symint_value, std::optional<Expr>(Expr::symbol("s0") * 2));
+  EXPECT_TRUE(back.nodes()[0].donated);
+  EXPECT_FALSE(back.nodes()[1].donated);
   // The second round trip is byte-identical too.
   EXPECT_EQ(to_json(from_json(to_json(back))), to_json(g));
 }

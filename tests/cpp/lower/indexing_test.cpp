@@ -121,6 +121,33 @@ TEST(Indexing, AProducerIsComputedAtTheGatheredPosition) {
             "tmp2 = exp(tmp1) : f32\n");
 }
 
+// nll_loss's backward: a number scattered into zeros, one index per row, is a pointwise select
+// (no scatter buffer, no stored zeros) that keeps the index's bounds check.
+TEST(Indexing, ANumberScatteredIntoAConstantIsPointwise) {
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({5, 9}));
+  Arg idx = b.input("arg1_1", contiguous({5, 1}, DType::Int64));
+  Arg z = b.call("zeros_like", "aten.zeros_like.default", {x}, contiguous({5, 9}));
+  Arg s = b.call("scatter", "aten.scatter.value", {z, iarg(1), idx, Arg::floating(-1.0)},
+                 contiguous({5, 9}));
+  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({5, 9}));
+  Arg m = b.call("mul", "aten.mul.Tensor", {s, e}, contiguous({5, 9}));
+  ir::Program p = lower_graph(b.finish({m}));
+  std::string text = p.to_text();
+  EXPECT_EQ(text.find("scatter store"), std::string::npos) << text;
+  EXPECT_EQ(p.buffers.size(), 3u) << text;  // the inputs and the product
+  EXPECT_NE(text.find("check 0 <= tmp0 < 9"), std::string::npos) << text;
+  // Two indices per row may hit one element twice: still a scatter.
+  GraphBuilder b2;
+  Arg x2 = b2.input("arg0_1", contiguous({5, 9}));
+  Arg idx2 = b2.input("arg1_1", contiguous({5, 2}, DType::Int64));
+  Arg z2 = b2.call("zeros_like", "aten.zeros_like.default", {x2}, contiguous({5, 9}));
+  Arg s2 = b2.call("scatter", "aten.scatter.value", {z2, iarg(1), idx2, Arg::floating(1.0)},
+                   contiguous({5, 9}));
+  std::string text2 = lower_graph(b2.finish({s2})).to_text();
+  EXPECT_NE(text2.find("scatter store into a copy"), std::string::npos) << text2;
+}
+
 TEST(Indexing, ScatterReduceWithoutSelfStartsFromTheIdentity) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({3, 2}));

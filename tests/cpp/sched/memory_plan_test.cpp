@@ -13,6 +13,7 @@ namespace {
 
 using graph::Arg;
 using graph::DType;
+using graph::TensorMeta;
 using test::contiguous;
 using test::GraphBuilder;
 using test::ints;
@@ -239,6 +240,44 @@ TEST(MemoryPlan, AStoreAtTheIndexOfTheLastReadGoesInPlace) {
                                            "(output)\n"),
             std::string::npos)
       << r.s.schedule_text(r.prog);
+}
+
+// A backward's saved activation that AOTAutograd donates: exp(x) + 1 (one kernel) reads x at the
+// index it writes, so its result takes x's memory; mm's result then reuses nothing (x is gone).
+graph::Graph donated_input_graph(bool donated, TensorMeta x_meta = contiguous({8, 8})) {
+  GraphBuilder b;
+  Arg x = b.input("saved", x_meta);
+  Arg w = b.input("w", contiguous({8, 8}));
+  if (donated) b.donate(x);
+  Arg e = b.call("exp", "aten.exp.default", {x}, contiguous({8, 8}));
+  Arg a = b.call("add", "aten.add.Tensor", {e, Arg::integer(1)}, contiguous({8, 8}));
+  Arg mm = b.call("mm", "aten.mm.default", {a, w}, contiguous({8, 8}));
+  Arg r = b.call("relu", "aten.relu.default", {mm}, contiguous({8, 8}));
+  return b.finish({r});
+}
+
+std::string reused_by(const Scheduled& r, const std::string& victim) {
+  for (const auto& [name, plan] : r.s.buffers)
+    if (plan.reuses == victim) return name + (plan.in_place ? " in place" : " pooled");
+  return "";
+}
+
+TEST(MemoryPlan, ADonatedInputIsWrittenInPlaceAtItsLastRead) {
+  Scheduled r = schedule(donated_input_graph(true));
+  EXPECT_EQ(reused_by(r, "saved"), "buf0 in place") << r.s.schedule_text(r.prog);
+  // The wrapper then does not drop it again after its last read.
+  Scheduled plain = schedule(donated_input_graph(false));
+  EXPECT_EQ(reused_by(plain, "saved"), "") << plain.s.schedule_text(plain.prog);
+  EXPECT_EQ(reused_by(plain, "w"), "");
+}
+
+TEST(MemoryPlan, ADonatedInputViewIntoALargerTensorIsLeftAlone) {
+  TensorMeta offset = contiguous({8, 8});
+  offset.offset = 8;
+  Scheduled r = schedule(donated_input_graph(true, offset));
+  EXPECT_EQ(reused_by(r, "saved"), "") << r.s.schedule_text(r.prog);
+  Scheduled expanded = schedule(donated_input_graph(true, strided({8, 8}, {0, 1})));
+  EXPECT_EQ(reused_by(expanded, "saved"), "") << expanded.s.schedule_text(expanded.prog);
 }
 
 // Each kernel and extern call runs exactly once, after every unit whose buffers it reads.

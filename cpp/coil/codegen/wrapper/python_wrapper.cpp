@@ -210,7 +210,9 @@ std::map<int, std::vector<std::string>> releases_by_step(const sched::Schedule& 
   }
   // Inputs go too after their last reader (the wrapper dropped its arguments: this may be the
   // last reference).
-  for (const auto& [name, step] : s.input_last_use) frees[step].push_back(name);
+  for (const auto& [name, step] : s.input_last_use) {
+    if (!reused.count(name)) frees[step].push_back(name);  // (a donated input taken over)
+  }
   return frees;
 }
 
