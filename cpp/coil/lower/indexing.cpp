@@ -200,12 +200,51 @@ bool can_scatter(const Lowering& L, const Node& n, ir::ScatterMode mode) {
   return !L.options().triton || scatter_has_atomic(mode, m.dtype);
 }
 
+// x[mask] = v (or += v) with one boolean mask over x's leading dims and values that do not depend
+// on which selected element they go to (one number, or a row over the trailing dims), so the
+// write is the pointwise
+// where(mask, v, x) (where(mask, x + v, x) when accumulating), whatever the count of true
+// elements. nullopt for any other boolean index (values taken in mask order: left to ATen).
+std::optional<TensorBox> masked_fill_form(const Lowering& L, const TensorBox& x, const Arg& list,
+                                          const TensorBox& values, bool accumulate) {
+  if (list.kind != Arg::Kind::List || list.list.size() != 1 || !L.is_tensor(list.list[0]))
+    return std::nullopt;
+  const TensorBox& mask = L.box(list.list[0]);
+  if (mask.dtype != DType::Bool || mask.rank() == 0 || mask.rank() > x.rank()) return std::nullopt;
+  for (size_t d = 0; d < mask.rank(); ++d) {
+    if (mask.sizes[d] != x.sizes[d]) return std::nullopt;
+  }
+  // values broadcast to x[mask]'s shape [count, trailing dims...]: pointwise when they do not
+  // vary along count, i.e. they broadcast to the trailing dims alone.
+  size_t trailing = x.rank() - mask.rank();
+  if (values.rank() > trailing + 1) return std::nullopt;
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  std::vector<Expr> at(values.rank(), Expr(0));
+  for (size_t j = 0; j < values.rank(); ++j) {
+    const Expr& size = values.sizes[values.rank() - 1 - j];
+    if (size == Expr(1)) continue;
+    if (j >= trailing || size != x.sizes[x.rank() - 1 - j]) return std::nullopt;
+    at[values.rank() - 1 - j] = idx[x.rank() - 1 - j];
+  }
+  Value hit = mask.load(std::vector<Expr>(idx.begin(), idx.begin() + mask.rank()));
+  Value v = ir::cast(values.load(at), x.dtype);
+  if (accumulate && x.dtype == DType::Bool) return std::nullopt;  // (bool sums are ors)
+  Value old = x.load(idx);
+  // (Unselected elements keep their bits: -0.0 + 0 would be +0.0.)
+  Value body = ir::where(hit, accumulate ? ir::add(old, v) : v, old);
+  return TensorBox{x.dtype, x.device, x.sizes, body, origins_of({&x, &mask, &values})};
+}
+
 std::vector<TensorBox> lower_index_put(Lowering& L, const Node& n) {
   const TensorBox& x = L.box_of(n, 0);
   const Arg* values_arg = L.arg(n, 2, "values");
   const Arg* acc = L.arg(n, 3, "accumulate");
   if (!values_arg || !L.is_tensor(*values_arg)) return {};
   const TensorBox& values = L.box(*values_arg);
+  if (x.sizes == L.meta(n).sizes) {
+    bool accumulate = acc && acc->kind == Arg::Kind::Bool && acc->b;
+    if (auto filled = masked_fill_form(L, x, n.args.at(1), values, accumulate)) return {*filled};
+  }
   auto a = advanced_index(L, x, n.args.at(1));
   if (!a || x.sizes != L.meta(n).sizes) return {};
   // values broadcast to the shape x[indices] has.

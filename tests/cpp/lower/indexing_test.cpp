@@ -148,6 +148,29 @@ TEST(Indexing, ANumberScatteredIntoAConstantIsPointwise) {
   EXPECT_NE(text2.find("scatter store into a copy"), std::string::npos) << text2;
 }
 
+// x[mask] = v with one value for every selected element: where(mask, v, x), no fallback; values
+// in mask order (one row per selected element) stay with ATen.
+TEST(Indexing, AMaskFilledWithOneValueIsPointwise) {
+  auto graph_with = [](graph::TensorMeta values) {
+    GraphBuilder b;
+    Arg x = b.input("arg0_1", contiguous({2, 32}));
+    Arg m = b.input("arg1_1", contiguous({2, 32}, DType::Bool));
+    Arg v = b.input("arg2_1", values);
+    Arg r = b.call("index_put", "aten.index_put.default", {x, Arg::list_of({m}), v},
+                   contiguous({2, 32}));
+    return b.finish({r});
+  };
+  ir::Program p = lower_graph(graph_with(contiguous({})));
+  EXPECT_TRUE(p.fallback_ops.empty());
+  EXPECT_EQ(last_body(p),
+            "tmp0 = load(arg1_1, 32*v0 + v1) : b8\n"
+            "tmp1 = load(arg2_1, 0) : f32\n"
+            "tmp2 = load(arg0_1, 32*v0 + v1) : f32\n"
+            "tmp3 = where(tmp0, tmp1, tmp2) : f32\n");
+  EXPECT_EQ(lower_graph(graph_with(contiguous({3}))).fallback_ops,
+            std::vector<std::string>{"aten.index_put.default"});
+}
+
 TEST(Indexing, ScatterReduceWithoutSelfStartsFromTheIdentity) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({3, 2}));
