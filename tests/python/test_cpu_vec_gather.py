@@ -119,19 +119,41 @@ def test_gather_of_a_broadcast_table_still_checks_each_index(vectorize, debug):
     assert "out of bounds" in str(error.value)
 
 
-def test_gathered_integers_used_as_values_stay_scalar(vectorize, debug):
-    # An integer table's elements used as numbers: no lanes for them, the loop stays scalar.
+def test_gathered_integers_used_as_values_are_built_lane_by_lane(vectorize, debug):
+    # An integer table's elements used as numbers: each lane's integer read and converted by the
+    # lane loop (coil_vlanes), everything after it vector math.
     x, _, idx = _inputs(torch.float32, torch.int64)
     t = torch.randint(-4, 5, (H, T))
     check(lambda x, t, i: (x * t[:, i]).sum(-1), x, t, idx)
-    assert "scalar (omp simd): int64 values vary" in kernel_text(debug)
+    text = kernel_text(debug)
+    assert "scalar (omp simd)" not in text and "coil_vlanes<VecF>" in text, text
 
 
-def test_index_values_used_as_numbers_stay_scalar_and_say_so(vectorize, debug):
-    # (arange(N) - 3) * 2 as a number: integers computed from the loop's index, no lanes.
+def test_integer_and_bool_masks_read_along_the_loop(vectorize, debug):
+    # transformers' masks: an int64 (or bool) padding mask read at [batch, kv] (through aranges:
+    # direct loads) and made a bool, inside softmax's row loops: masks built lane by lane.
+    x = make_tensor((2, 4, 8, 24))
+    for mask in (torch.randint(0, 2, (2, 24)), torch.rand(2, 24) > 0.3):
+        mask[:, 0] = 1
+
+        def fn(x, m):
+            b = torch.arange(2)[:, None, None, None]
+            kv = torch.arange(24)[None, None, None, :]
+            keep = m[b, kv].bool() & (kv <= torch.arange(8)[None, None, :, None] + 16)
+            return torch.softmax(x.masked_fill(~keep, float("-inf")), -1)
+
+        check(fn, x, mask)
+        text = kernel_text(debug)
+        assert "scalar (omp simd)" not in text and "coil_vmask_lanes<VecF>" in text, text
+        assert "= coil_index(" not in text, text  # aranges index directly: nothing to check
+
+
+def test_index_values_used_as_numbers_are_built_lane_by_lane(vectorize, debug):
+    # (arange(N) - 3) * 2 as a number: integers computed from the loop's index, lane by lane.
     x = make_tensor((4, N))
     check(lambda x: (x + (torch.arange(N) - 3) * 2).amax(-1), x)
-    assert "scalar (omp simd): an index value varies" in kernel_text(debug)
+    text = kernel_text(debug)
+    assert "scalar (omp simd)" not in text and "coil_vlanes<VecF>" in text, text
 
 
 def test_gather_inside_a_concatenation(vectorize):

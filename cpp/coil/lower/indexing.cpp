@@ -24,6 +24,7 @@ namespace coil::lower {
 
 using graph::Arg;
 using graph::Node;
+using ir::Op;
 
 namespace {
 
@@ -65,6 +66,52 @@ std::optional<std::vector<Expr>> broadcast_shapes(const std::vector<const Tensor
   return out;
 }
 
+// An index tensor's element as an index expression, when it is computed from the loop indices
+// alone: an arange, an arange plus an offset, their broadcasts (transformers' masks read a
+// padding mask at [batch_arange, kv_arange]). nullopt for anything that depends on data.
+std::optional<Expr> index_expression(Value v) {
+  switch (v.op()) {
+    case Op::IndexExpr:
+      if (!v->args.empty() || ir::has_indirect(v->index)) return std::nullopt;
+      return v->index;
+    case Op::Constant:
+      if (!is_index_dtype(v.dtype())) return std::nullopt;
+      return Expr(v->ivalue);
+    case Op::Cast:
+      // (int64 arithmetic only below: an int32 sum could wrap where the expression does not.)
+      if (v.dtype() != DType::Int64 || !is_index_dtype(v->args[0].dtype())) return std::nullopt;
+      return index_expression(v->args[0]);
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul: {
+      if (v.dtype() != DType::Int64) return std::nullopt;
+      auto a = index_expression(v->args[0]);
+      auto b = a ? index_expression(v->args[1]) : std::nullopt;
+      if (!b) return std::nullopt;
+      return v.op() == Op::Add ? *a + *b : v.op() == Op::Sub ? *a - *b : *a * *b;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// The position an index tensor's element `value` names in a dim of `size`, for a result whose
+// index variables range over `extents`: the element's own index expression when it is one
+// that stays inside [0, size) over those ranges (no check to make, and loops over it
+// vectorize: a load at an affine index), else the indirect symbol, checked when it runs.
+Expr index_position(Value value, const Expr& size, bool wrap, const std::vector<Expr>& extents) {
+  if (auto e = index_expression(value)) {
+    sym::RangeEnv env;
+    for (size_t i = 0; i < extents.size(); ++i) {
+      env.add_index_var(ir::index_var(static_cast<int>(i)), extents[i]);
+    }
+    if (sym::statically_known_true(sym::le(0, *e), env) &&
+        sym::statically_known_true(sym::lt(*e, size), env))
+      return *e;
+  }
+  return ir::indirect(value, size, wrap);
+}
+
 // Advanced indexing x[indices] (None entries take whole dims): the shape of the result and, for an
 // index into it, the position in x.
 struct AdvancedIndex {
@@ -88,8 +135,9 @@ struct AdvancedIndex {
         continue;
       }
       const TensorBox& t = *tensors[*tensor_of[d]];
-      pos[d] = ir::indirect(t.load(broadcast_index(t, broadcast, bidx)), x.sizes[d], /*wrap=*/true);
-      syms.push_back(pos[d]);
+      pos[d] = index_position(t.load(broadcast_index(t, broadcast, bidx)), x.sizes[d],
+                              /*wrap=*/true, sizes);
+      if (ir::has_indirect(pos[d])) syms.push_back(pos[d]);
     }
     return pos;
   }
@@ -164,7 +212,7 @@ std::vector<TensorBox> lower_index_select(Lowering& L, const Node& n) {
   if (!addressable(x.sizes[dim]) || m.rank() != x.rank()) return {};
   std::vector<Expr> at;
   if (index.rank() == 1) at.push_back(ir::index_var(static_cast<int>(dim)));
-  Expr sym = ir::indirect(index.load(at), x.sizes[dim], /*wrap=*/false);
+  Expr sym = index_position(index.load(at), x.sizes[dim], /*wrap=*/false, m.sizes);
   return {read_along(x, dim, sym, m, origins_of({&x, &index}))};
 }
 
@@ -175,7 +223,7 @@ std::vector<TensorBox> lower_gather(Lowering& L, const Node& n) {
   if (x.rank() == 0 || index.rank() != x.rank() || !is_index_dtype(index.dtype)) return {};
   size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   if (!addressable(x.sizes[dim])) return {};
-  Expr sym = ir::indirect(index.load(ir::index_vars(index.rank())), x.sizes[dim], false);
+  Expr sym = index_position(index.load(ir::index_vars(index.rank())), x.sizes[dim], false, m.sizes);
   return {read_along(x, dim, sym, m, origins_of({&x, &index}))};
 }
 
@@ -187,7 +235,7 @@ std::vector<TensorBox> lower_embedding(Lowering& L, const Node& n) {
     return {};
   std::vector<Expr> idx = ir::index_vars(m.rank());
   std::vector<Expr> row(idx.begin(), idx.end() - 1);
-  Expr sym = ir::indirect(indices.load(row), weight.sizes[0], /*wrap=*/false);
+  Expr sym = index_position(indices.load(row), weight.sizes[0], /*wrap=*/false, m.sizes);
   Value body = ir::guard_missing(ir::cast(weight.load({sym, idx.back()}), m.dtype), {sym});
   return {TensorBox{m.dtype, m.device, m.sizes, body, origins_of({&weight, &indices})}};
 }

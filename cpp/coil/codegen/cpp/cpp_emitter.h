@@ -188,6 +188,10 @@ class Emitter {
   // index computed and checked, and its element read, by a lambda over the lane
   // (coil_vlanes). Returns the vector's text.
   std::string gather_lanes(Value v);
+  // A cast of an integer lane value to bool or a float type: the vector (a mask for bool) built
+  // lane by lane, each lane's integer computed by a lambda (coil_vlanes, coil_vmask_lanes);
+  // nullopt for any other value.
+  std::optional<std::string> lanes_cast(Value v);
   // A comparison of integer index values (a causal mask's q >= kv, built from aranges), at
   // least one varying along the loop: the exact integers they stand for (index_value_expr) as
   // floating lanes (at::vec's arange), compared into a mask; nullopt when an operand is not such

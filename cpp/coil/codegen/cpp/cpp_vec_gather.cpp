@@ -70,6 +70,20 @@ std::string Emitter::gather_lanes(Value v) {
   return "coil_vlanes<" + vec() + ">(" + fn + ", " + vec_->var + ", " + vec_->count + ")";
 }
 
+std::optional<std::string> Emitter::lanes_cast(Value v) {
+  if (v.op() != Op::Cast || !is_lane_value(v->args[0])) return std::nullopt;
+  DType d = v.dtype();
+  if (d != DType::Bool && !graph::is_floating(d)) return std::nullopt;
+  if (d != DType::Bool) lane_type(d);
+  const Value& from = v->args[0];
+  std::string fn = lane_lambda([&] {
+    value(from);
+    line("return " + *lookup(from) + (d == DType::Bool ? " != 0;" : ";"));
+  });
+  return std::string(d == DType::Bool ? "coil_vmask_lanes<" : "coil_vlanes<") + vec() + ">(" + fn +
+         ", " + vec_->var + ", " + vec_->count + ")";
+}
+
 void Emitter::check_lanes(Value v) {
   std::string fn = lane_lambda([&] {
     for (const Value& a : ir::indirect_operands(v)) value(a);

@@ -156,6 +156,15 @@ void Emitter::vector_value(Value v) {
     vec_names_.insert(name);
     return;
   }
+  // An integer lane value (cpp_vec_gather.cpp) made a bool or a float: built lane by lane (an
+  // int64 padding mask read along the loop, then cast to bool).
+  if (std::optional<std::string> built = lanes_cast(v)) {
+    std::string name = "tmp" + std::to_string(next_tmp_++);
+    line("auto " + name + " = " + *built + ";");
+    memo_.back()[v.get()] = name;
+    vec_names_.insert(name);
+    return;
+  }
   // Lane values (cpp_vec_gather.cpp) are used only as the indirect indices of loads and guards.
   bool gathers = false;
   for (const Value& a : v->args) {
@@ -181,8 +190,17 @@ void Emitter::vector_value(Value v) {
       for (const Value& a : ir::indirect_operands(v)) {
         if (is_vector(*lookup(a))) throw NoVectorForm{"an indirect index varies"};
       }
+      if (d == DType::Bool) {  // bytes: a mask built lane by lane
+        if (v->masked) throw NoVectorForm{"a masked bool load varies"};
+        std::string fn = lane_lambda([&] {
+          line("return " + ptr_.at(v->buffer) + "[" + index_text(v->buffer, checked_index(v)) +
+               "];");
+        });
+        text = "coil_vmask_lanes<" + vec() + ">(" + fn + ", " + vec_->var + ", " + vec_->count +
+               ")";
+        break;
+      }
       lane_type(d);
-      if (d == DType::Bool) throw NoVectorForm{"a bool load varies"};
       text = lanes_read(v->buffer, checked_index(v), d);
       if (v->masked) {
         const std::string& mask = *lookup(ir::load_mask(v));

@@ -423,6 +423,14 @@ inline V coil_vlanes(const F& f, int64_t base, int64_t n) {
   for (int64_t l = 0; l < n; ++l) lanes[l] = f(base + l);
   return V::loadu(lanes);
 }
+// The mask of f(var) (a bool) for the n lanes var = base, base + 1, ...: every bit of a lane set
+// where it is true (lanes from n on are false).
+template <typename V, typename F>
+inline V coil_vmask_lanes(const F& f, int64_t base, int64_t n) {
+  alignas(64) typename V::value_type lanes[V::size()] = {};
+  for (int64_t l = 0; l < n; ++l) lanes[l] = f(base + l) ? 1 : 0;
+  return V::loadu(lanes) != V(0);
+}
 // f(var) for the n lanes var = base, base + 1, ...: each lane's indirect indices checked.
 template <typename F>
 inline void coil_lanes_do(const F& f, int64_t base, int64_t n) {
