@@ -196,8 +196,8 @@ void Emitter::vector_value(Value v) {
           line("return " + ptr_.at(v->buffer) + "[" + index_text(v->buffer, checked_index(v)) +
                "];");
         });
-        text = "coil_vmask_lanes<" + vec() + ">(" + fn + ", " + vec_->var + ", " + vec_->count +
-               ")";
+        text =
+            "coil_vmask_lanes<" + vec() + ">(" + fn + ", " + vec_->var + ", " + vec_->count + ")";
         break;
       }
       lane_type(d);
