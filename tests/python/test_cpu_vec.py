@@ -216,13 +216,14 @@ def test_loops_split_where_index_comparisons_change(name, dtype, vectorize, debu
 
 
 def test_a_split_loop_whose_piece_has_no_vector_form_stays_whole_and_scalar(vectorize, debug):
-    # The piece over the int64 input has no vector form (int64 values vary): the attempt falls
-    # back to the scalar loop, unsplit, and the header does not claim a split it did not make.
+    # The piece over the float64 input has no vector form (float32 and float64 lanes in one
+    # loop): the attempt falls back to the scalar loop, unsplit, and the header does not claim
+    # a split it did not make.
     a = make_tensor((6, 37))
-    b = torch.randint(-5, 5, (6, 11))
+    b = torch.randn(6, 11, dtype=torch.float64)
     check(lambda a, b: torch.cat([a * 2, b.float()], 1), a, b)
     text = kernel_text(debug)
-    assert "split at" not in text and "scalar (omp simd): int64 values vary" in text, text
+    assert "split at" not in text and "scalar (omp simd): float32 and float64" in text, text
 
 
 def test_transposed_output_and_inputs(vectorize):

@@ -165,6 +165,10 @@ inline constexpr int64_t kCpuMinVectorTrip = 8;
 // index sees as one are merged, and short trailing loops are unrolled inside a longer vector loop
 // (short_loops.cpp).
 void plan_short_loops(const ir::Program& prog, Kernel& k);
+// Merges adjacent x loops of k that every index of it sees as one loop (the outer coefficient is
+// the inner one times the inner size in every load, store and index value); returns the sizes
+// before, or nullopt when nothing merged (short_loops.cpp).
+std::optional<std::vector<Expr>> merge_contiguous_x_loops(const ir::Program& prog, Kernel& k);
 // inputs_freed: the caller releases graph inputs as the wrapper drops them (ScheduleOptions).
 void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed = false);
 

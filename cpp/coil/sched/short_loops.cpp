@@ -128,6 +128,19 @@ std::string sizes_text(const std::vector<Expr>& v) {
 
 }  // namespace
 
+std::optional<std::vector<Expr>> merge_contiguous_x_loops(const ir::Program& prog, Kernel& k) {
+  for (const Expr& e : k.xsizes) {
+    if (e == Expr(0)) return std::nullopt;  // (no elements: no size to divide by)
+  }
+  std::vector<Expr> before = k.xsizes;
+  for (size_t i = k.xsizes.size(); i-- > 1;) {
+    // (An index changes with each merge only in its variables' names: the test holds after it.)
+    if (mergeable(k, kernel_indices(prog, k), i - 1)) merge(k, i - 1);
+  }
+  if (k.xsizes == before) return std::nullopt;
+  return before;
+}
+
 void plan_short_loops(const ir::Program& prog, Kernel& k) {
   if (k.has_reduction() || k.tile > 0 || k.xsizes.size() < 2 || is_scatter_kernel(prog, k)) return;
   if (!short_loop(k.xsizes.back())) return;
@@ -135,13 +148,8 @@ void plan_short_loops(const ir::Program& prog, Kernel& k) {
   for (const Expr& e : k.xsizes) {
     if (e == Expr(0)) return;
   }
-  std::vector<Expr> before = k.xsizes;
-  for (size_t i = k.xsizes.size() - 1; i-- > 0;) {
-    // (An index changes with each merge only in its variables' names: the test holds after it.)
-    if (mergeable(k, kernel_indices(prog, k), i)) merge(k, i);
-  }
-  if (k.xsizes != before) {
-    k.decisions.push_back("short loops: " + sizes_text(before) + " merged into " +
+  if (auto before = merge_contiguous_x_loops(prog, k)) {
+    k.decisions.push_back("short loops: " + sizes_text(*before) + " merged into " +
                           sizes_text(k.xsizes) + " (every index sees the merged loops as one)");
   }
   size_t nx = k.xsizes.size();

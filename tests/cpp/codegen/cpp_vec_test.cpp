@@ -274,9 +274,9 @@ TEST(CppVec, UnrolledShortLoopsShareValuesAndInterleaveTheirStores) {
 }
 
 TEST(CppVec, ColumnArgReductionsStepVectorsOfLanes) {
-  // argmax over dim 0 of [7, 4, 64]: a column kernel whose lanes (neighbouring x points) keep
-  // their best values and int32 positions in per-lane arrays (coil_vcol_arg_step); the int64
-  // positions are stored lane by lane.
+  // argmax over dim 0 of [7, 4, 64]: a column kernel (its x loops [4, 64] merged into one of 256
+  // points) whose lanes (neighbouring x points) keep their best values and int32 positions in
+  // per-lane arrays (coil_vcol_arg_step); the int64 positions are stored lane by lane.
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({7, 4, 64}));
   Arg m = b.call("argmax", "aten.argmax.default", {x, test::iarg(0)},
@@ -284,13 +284,14 @@ TEST(CppVec, ColumnArgReductionsStepVectorsOfLanes) {
   std::vector<KernelSource> k = render(b.finish({m}));
   ASSERT_EQ(k.size(), 1u);
   const std::string& c = k[0].code;
-  EXPECT_TRUE(contains(c, "// decision: loop x1 vectorized")) << c;
-  EXPECT_TRUE(contains(c, "int32_t acci_buf0[64];")) << c;
+  EXPECT_TRUE(contains(c, "// decision: x loops [4, 64] merged into [256]")) << c;
+  EXPECT_TRUE(contains(c, "// decision: loop x0 vectorized")) << c;
+  EXPECT_TRUE(contains(c, "int32_t acci_buf0[128];")) << c;
   EXPECT_TRUE(
-      contains(c, "coil_vcol_arg_step<true>(acc_buf0 + xi, acci_buf0 + xi, tmp0, r0, n_x1);"))
+      contains(c, "coil_vcol_arg_step<true>(acc_buf0 + xi, acci_buf0 + xi, tmp0, r0, n_x0);"))
       << c;
-  EXPECT_TRUE(contains(c, "for (int64_t xl = 0; xl < n_x1; ++xl) {\n")) << c;
-  EXPECT_TRUE(contains(c, "out_ptr0[64*x0 + x1 + xl] = v_buf0[xi + xl];")) << c;
+  EXPECT_TRUE(contains(c, "for (int64_t xl = 0; xl < n_x0; ++xl) {\n")) << c;
+  EXPECT_TRUE(contains(c, "out_ptr0[x0 + xl] = v_buf0[xi + xl];")) << c;
 }
 
 TEST(CppVec, OpTextsUseAtVec) {
