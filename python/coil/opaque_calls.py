@@ -60,6 +60,11 @@ class OpaqueCall:
         # An op returning a dict (triton_kernel_wrapper_functional: {name: tensor}): its values
         # in this key order, as a tuple (fx_import turns getitem by key into getitem by index).
         self.keys: tuple | None = None
+        # The positions of results that are tuples themselves (flex_attention_backward's
+        # gradients of score_mod's captured tensors): each is returned as None in its place and
+        # its elements after all the results, so the wrapper reads every tensor by one index
+        # (fx_import.flat_index).
+        self.nested: tuple[int, ...] = ()
         self.single = single  # the op returns a tuple of one value
 
     def __call__(self, *values, _coil_write_in_place=()):
@@ -79,6 +84,9 @@ class OpaqueCall:
             out = self.op(*args, **kwargs)
         if self.keys is not None:
             out = tuple(out[k] for k in self.keys)
+        if self.nested:
+            out = tuple(None if i in self.nested else v for i, v in enumerate(out)) + tuple(
+                x for i in self.nested for x in out[i])
         return out[0] if self.single else out
 
 
@@ -182,6 +190,8 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
             bases = []
     _calls[name] = OpaqueCall(op, spec, constants, slots, single, bases)
     _calls[name].keys = keys
+    if isinstance(val, (tuple, list)):
+        _calls[name].nested = tuple(i for i, v in enumerate(val) if isinstance(v, (tuple, list)))
     return name, passed, [p for p in dict.fromkeys(bases)]
 
 
