@@ -32,6 +32,7 @@ Tests: tests/python/test_higher_order.py, tests/gpu/test_higher_order_gpu.py.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 
 import torch
@@ -65,6 +66,9 @@ class OpaqueCall:
         # its elements after all the results, so the wrapper reads every tensor by one index
         # (fx_import.flat_index).
         self.nested: tuple[int, ...] = ()
+        # flex_attention_backward: the captured tensors of score_mod whose gradients the graph
+        # reads (positions among them), each passed as requiring grad (_wanted_grads).
+        self.wanted_grads: tuple[int, ...] = ()
         self.single = single  # the op returns a tuple of one value
 
     def __call__(self, *values, _coil_write_in_place=()):
@@ -72,6 +76,8 @@ class OpaqueCall:
         for slot, value in zip(self.slots, values):
             leaves[slot] = value
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        if self.wanted_grads:
+            args = _wanted_grads(args, self.wanted_grads)
         if self.bases:
             # The custom op writes the bases coil granted in place (sched/in_place_calls.cpp:
             # buffers computed for this call alone) and copies of the others, as the eager form
@@ -88,6 +94,34 @@ class OpaqueCall:
             out = tuple(None if i in self.nested else v for i, v in enumerate(out)) + tuple(
                 x for i in self.nested for x in out[i])
         return out[0] if self.single else out
+
+
+# flex_attention_backward's argument holding score_mod's captured tensors, and its result holding
+# their gradients.
+FLEX_BACKWARD_BUFFERS = 12
+FLEX_BACKWARD_BUFFER_GRADS = 3
+
+
+def _wanted_grads(args: tuple, wanted: tuple[int, ...]) -> tuple:
+    """flex_attention_backward's arguments with the captured tensors in `wanted` requiring grad.
+    Its eager implementation (sdpa_dense_backward) computes a captured tensor's gradient only
+    where the tensor it is handed requires grad, and AOTAutograd hands the backward a captured
+    leaf that is a view (x.t().requires_grad_()) without it: the gradient the graph reads was
+    None (aot_eager loses it too; python -m coil.fuzz --flex --train, seed 603)."""
+    buffers = list(args[FLEX_BACKWARD_BUFFERS])
+    for j in wanted:
+        if isinstance(buffers[j], torch.Tensor) and not buffers[j].requires_grad:
+            buffers[j] = buffers[j].detach().requires_grad_()
+    return (*args[:FLEX_BACKWARD_BUFFERS], tuple(buffers), *args[FLEX_BACKWARD_BUFFERS + 1:])
+
+
+def _read_elements(node: torch.fx.Node, index: int) -> tuple[int, ...]:
+    """The elements of node's result `index` (a tuple) that the graph reads, by position."""
+    read = set()
+    for user in node.users:
+        if user.target is operator.getitem and user.args[1] == index:
+            read.update(u.args[1] for u in user.users if u.target is operator.getitem)
+    return tuple(sorted(read))
 
 
 def is_higher_order(target) -> bool:
@@ -192,6 +226,8 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
     _calls[name].keys = keys
     if isinstance(val, (tuple, list)):
         _calls[name].nested = tuple(i for i, v in enumerate(val) if isinstance(v, (tuple, list)))
+    if op.name() == "flex_attention_backward" and len(node.args) > FLEX_BACKWARD_BUFFERS:
+        _calls[name].wanted_grads = _read_elements(node, FLEX_BACKWARD_BUFFER_GRADS)
     return name, passed, [p for p in dict.fromkeys(bases)]
 
 

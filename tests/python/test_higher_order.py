@@ -120,16 +120,19 @@ def test_flex_attention_dynamic_lengths():
     assert not _opaque(records)
 
 
-@pytest.mark.parametrize("learned", [False, True], ids=["constant_bias", "learned_bias"])
+@pytest.mark.parametrize("learned", ["constant", "learned", "learned_view"])
 def test_flex_attention_backward_with_captured_tensors(learned):
     # flex_attention_backward returns the gradients of score_mod's captured tensors as a tuple
     # within its result tuple: coil's backward graph ran eagerly ("returns nested tuples";
     # python -m coil.fuzz --flex --train, seed 0). Its elements are now read by index after the
-    # call's other results (opaque_calls.OpaqueCall.nested), read or not.
+    # call's other results (opaque_calls.OpaqueCall.nested), read or not. A learned bias that is
+    # a view (seed 603) reached the backward without requires_grad, and its gradient was None.
     requires_coil()
     from coil.fuzz_flex import _cpu_backward
 
-    bias = make_tensor((37, 53)).requires_grad_(learned)
+    bias = make_tensor((53, 37)).t() if learned == "learned_view" else make_tensor((37, 53))
+    bias.requires_grad_(learned != "constant")
+    learned = learned != "constant"
     slopes = make_tensor((2,), domain="positive").requires_grad_(learned)
 
     def with_bias(score, b, h, q, kv):
