@@ -684,7 +684,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--flex", action="store_true",
         help="random flex_attention programs instead (score_mod and mask_mod bodies, "
-             "BlockMasks, shapes; coil/fuzz_flex.py); with --train, gradients too",
+             "BlockMasks, shapes; coil/fuzz_flex.py); with --train, gradients too; with "
+             "--dynamic, symbolic lengths and a second length",
     )
     parser.add_argument(
         "--minimize", action="store_true",
@@ -711,7 +712,7 @@ def main(argv=None) -> int:
         if args.flex:
             from coil import fuzz_flex
 
-            r = fuzz_flex.check_flex(seed, args.out, train=args.train)
+            r = fuzz_flex.check_flex(seed, args.out, train=args.train, dynamic=args.dynamic)
         elif args.control_flow:
             r = check_control_flow(seed, args.out, vectorize=args.vectorize)
         else:
@@ -724,7 +725,8 @@ def main(argv=None) -> int:
             failed += 1
             print(f"FAIL seed {seed} (graph: {r.folder})\n{r.message}\n", file=sys.stderr)
             if args.flex and args.minimize:
-                smallest = fuzz_flex.minimize(fuzz_flex.generate(seed)[0], train=args.train)
+                smallest = fuzz_flex.minimize(fuzz_flex.generate(seed)[0], train=args.train,
+                                              dynamic=args.dynamic)
                 print(f"smallest program failing as seed {seed} does:\n{smallest.describe()}\n",
                       file=sys.stderr)
         seed += 1

@@ -5,13 +5,14 @@ Each seed draws a FlexProgram: shapes (batch 1-2, 1-4 query heads, fewer key/val
 GQA, query and key lengths of 1..200 that are odd, prime, equal or not, head dims 8..64), float32
 or bfloat16, query/key/value made contiguous or as transposed views of (batch, length, heads,
 dim) tensors; a score_mod whose body is a few steps drawn from what models write (relative
-positions, ALiBi slopes, soft-capping through tanh, bias tables and per-head scales captured and
-indexed by b/h/q_idx/kv_idx, bucketed relative biases, where() over comparisons); and a mask
-(causal, bottom-right causal, sliding windows, document ids, prefix-LM, a captured table, rows
-or heads masked whole; combined with &, |, ~ or and_masks/or_masks) applied by a BlockMask of
-a random BLOCK_SIZE built outside the compiled function, passed to it, or built inside it, or
-applied by the score_mod itself as where(mask, x, -inf). Sometimes also return_lse, a scale of
-its own, an op on an input before the call and on the output after it.
+positions, ALiBi slopes, soft-capping through tanh, bias tables (some transposed), per-head
+scales and a temperature captured and indexed by b/h/q_idx/kv_idx, bucketed relative biases,
+where() over comparisons); and a mask (causal, bottom-right causal, sliding windows, document
+ids, prefix-LM, a captured table, rows or heads masked whole; combined with &, |, ~ or
+and_masks/or_masks) applied by a BlockMask of a random BLOCK_SIZE built outside the compiled
+function, passed to it, or built inside it, or applied by the score_mod itself as
+where(mask, x, -inf). Sometimes also return_lse, a scale of its own, an op on an input before
+the call and on the output after it, a second call taking the first one's output as its query.
 
 A program is Python source (FlexProgram.source): exec'd, its functions are real functions that
 Dynamo traces, with the captured tensors as globals; the same source is what a failure saves
@@ -21,15 +22,16 @@ flex_inline.py writes the forward into coil's graph as the math form's ATen ops,
 must be eager's up to the order of sums; outputs are compared with eager's, and where they
 differ by more than the tolerance, coil's must be about as close as eager's to the program run
 in float64. Rows every position of which is masked must be what eager gives them exactly: zeros
-(and -inf log-sum-exp). With train, the gradients of query, key and value are compared too
-(flex_attention_backward runs as an opaque eager call inside coil's backward graph; torch
-refuses flex's backward on the CPU only because Inductor has no CPU kernel for it, so the
-check is lifted while the fuzzer runs: _cpu_backward).
+(and -inf log-sum-exp). No graph may run eagerly, and the forward must be inlined. With train,
+the gradients of query, key and value (and of the captured tensors, which require grad in a
+third of the programs: learned biases) are compared too; flex_attention_backward runs as an
+opaque eager call inside coil's backward graph. torch refuses flex's backward on the CPU, for
+want of a fused CPU kernel, so the check is lifted while the fuzzer runs (_cpu_backward). With
+dynamic, the program is compiled with symbolic sizes and run at a second pair of lengths.
 
 Each FlexProgram field is a plain value, so a failing program is shrunk by editing them
 (minimize: fewer steps, smaller shapes, no options) while it fails the same way.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -76,9 +78,11 @@ class FlexProgram:
     # With train, the captured float tensors require grad (learned biases, slopes, scales):
     # their gradients come back from flex_attention_backward in a tuple of their own.
     learned: bool = False
+    twice: bool = False  # the output is the query of a second call with the same arguments
 
     def source(self) -> str:
-        """The program as Python: globals B, H, Q, KV, torch, flex_attention, create_block_mask,
+        """The program as Python: globals B, H, Q, KV (the lengths drawn; the program runs at
+        other lengths too, as --dynamic does), torch, flex_attention, create_block_mask,
         and_masks, or_masks, AuxRequest (where torch has it) and the captured tensors."""
         lines = []
         if self.mask is not None:
@@ -91,19 +95,21 @@ class FlexProgram:
                 lines.append('    x = torch.where(mask_mod(b, h, q_idx, kv_idx), x, -float("inf"))')
             lines.append("    return x")
         uses_block_mask = self.mask is not None and self.mask_use != "score_mod"
-        bh = "B, H" if self.mask_bh else "None, None"
-        make_mask = (f"create_block_mask(mask_mod, {bh}, Q, KV, device=\"cpu\", "
-                     f"BLOCK_SIZE={self.block_size})")
+        if uses_block_mask:
+            bh = "B, H" if self.mask_bh else "None, None"
+            lines += ["def make_block_mask(q_len, kv_len):",
+                      (f"    return create_block_mask(mask_mod, {bh}, q_len, kv_len, "
+                       f"device=\"cpu\", BLOCK_SIZE={self.block_size})")]
         if uses_block_mask and self.mask_use in ("global", "argument"):
-            lines.append(f"block_mask = {make_mask}")
+            lines.append("block_mask = make_block_mask(Q, KV)")
         params = "q, k, v, block_mask" if uses_block_mask and self.mask_use == "argument" \
             else "q, k, v"
         lines.append(f"def fn({params}):")
         if uses_block_mask and self.mask_use == "inside":
-            lines.append(f"    block_mask = {make_mask}")
+            lines.append("    block_mask = make_block_mask(q.shape[-2], k.shape[-2])")
         if self.pre:
             lines.append(f"    {self.pre}")
-        call = ["q, k, v"]
+        call = []
         if self.score_steps or (self.mask is not None and self.mask_use == "score_mod"):
             call.append("score_mod=score_mod")
         if uses_block_mask:
@@ -112,13 +118,16 @@ class FlexProgram:
             call.append(f"scale={self.scale!r}")
         if self.kv_heads != self.heads:
             call.append("enable_gqa=True")
+        again = ", ".join(["out, k, v"] + call)
         if self.return_lse:
             call.append("return_aux=AuxRequest(lse=True)" if _has_aux() else "return_lse=True")
         result = "out, aux" if self.return_lse and _has_aux() else \
             "out, lse" if self.return_lse else "out"
-        lines.append(f"    {result} = flex_attention({', '.join(call)})")
+        lines.append(f"    {result} = flex_attention({', '.join(['q, k, v'] + call)})")
         if self.return_lse and _has_aux():
             lines.append("    lse = aux.lse")
+        if self.twice:
+            lines.append(f"    out = flex_attention({again})")
         if self.post:
             lines.append(f"    {self.post}")
         lines.append("    return (out, lse)" if self.return_lse else "    return (out,)")
@@ -129,7 +138,7 @@ class FlexProgram:
         head = (f"flex program (seed {self.seed}): q ({self.batch}, {self.heads}, {self.q_len}, "
                 f"{self.head_dim}), k/v ({self.batch}, {self.kv_heads}, {self.kv_len}, "
                 f"{self.head_dim}/{self.v_dim}) {dtype} {self.layout}, q x {self.q_gain}; "
-                f"captured{' (learned)' if self.learned else ''}: "
+                f"captured{' (learned with --train)' if self.learned else ''}: "
                 f"{', '.join(_captured_shapes(self)) or 'none'}")
         return head + "\n" + _indent(self.source())
 
@@ -183,7 +192,8 @@ def _length(rng: random.Random) -> int:
 def _score_step(rng: random.Random) -> str:
     c = rng.choice((0.05, -0.1, 0.02, 0.25))
     kind = rng.choice(("relpos", "alibi", "alibi_const", "softcap", "bias", "bias_bh",
-                       "rel_bias", "head_scale", "where", "const", "bucket", "self", "log"))
+                       "rel_bias", "head_scale", "temperature", "where", "const", "bucket",
+                       "self", "log"))
     if kind == "relpos":
         return f"x = x + {c} * (q_idx - kv_idx)"
     if kind == "alibi":
@@ -198,9 +208,11 @@ def _score_step(rng: random.Random) -> str:
     if kind == "bias_bh":
         return "x = x + bias_bh[b, h, q_idx, kv_idx]"
     if kind == "rel_bias":
-        return "x = x + rel_bias[h, q_idx - kv_idx + (KV - 1)]"
+        return "x = x + rel_bias[h, q_idx - kv_idx + (KV_MAX - 1)]"
     if kind == "head_scale":
         return "x = x * head_scale[h]"
+    if kind == "temperature":  # (a captured tensor of no dims)
+        return "x = x / temperature"
     if kind == "const":
         return f"x = x * {rng.choice((0.5, 1.5, 2.0))} + {c}"
     if kind == "bucket":
@@ -301,14 +313,23 @@ def generate(seed: int) -> tuple[FlexProgram, list]:
         q_gain=rng.choice((1.0, 1.0, 1.0, 4.0)),
         learned=rng.random() < 0.3,
     )
+    program.twice = program.v_dim == program.head_dim and rng.random() < 0.15
     return program, make_inputs(program)
 
 
-def make_inputs(program: FlexProgram) -> list:
+def second_lengths(p: FlexProgram) -> tuple[int, int]:
+    """The query and key lengths --dynamic runs the program at after the drawn ones (lengths of 1
+    stay: Dynamo specializes them); the captured tables cover both (Q_MAX, KV_MAX)."""
+    return (p.q_len + 3 if p.q_len > 1 else 1, p.kv_len + 5 if p.kv_len > 1 else 1)
+
+
+def make_inputs(program: FlexProgram, lengths: tuple[int, int] | None = None) -> list:
     """Query, key and value: standard normal values (the query's times q_gain), a function of
-    the program's seed and shapes."""
+    the program's seed and shapes; lengths: (query, key) lengths other than the program's."""
     gen = torch.Generator().manual_seed(program.seed)
     p = program
+    if lengths is not None:
+        p = dataclasses.replace(p, q_len=lengths[0], kv_len=lengths[1])
     shapes = [(p.batch, p.heads, p.q_len, p.head_dim), (p.batch, p.kv_heads, p.kv_len, p.head_dim),
               (p.batch, p.kv_heads, p.kv_len, p.v_dim)]
     out = []
@@ -326,25 +347,29 @@ def _captured_shapes(p: FlexProgram) -> list:
 
 
 def _reads(p: FlexProgram, name: str) -> bool:
-    return re.search(rf"\b{name}\[", p.source()) is not None
+    return re.search(rf"\b{name}\b", p.source()) is not None
 
 
 def _captured(p: FlexProgram) -> dict:
     """The tensors a program's functions may read, by name (a function of seed and shapes; the
-    bias tables in the program's dtype or float32)."""
+    bias tables in the program's dtype or float32), indexed by positions up to second_lengths."""
     gen = torch.Generator().manual_seed(p.seed + 1)
     table_dtype = p.dtype if p.seed % 2 else torch.float32
-    n = max(p.q_len, p.kv_len)
+    q_max, kv_max = second_lengths(p)
+    n = max(q_max, kv_max)
     doc = torch.sort(torch.randint(0, max(1, n // 16) + 1, (n,), generator=gen)).values
     return {
         "slopes": torch.rand(p.heads, generator=gen) * 0.25 + 0.01,
-        "bias": (torch.randn(p.q_len, p.kv_len, generator=gen) * 0.5).to(table_dtype),
-        "bias_bh": torch.randn(p.batch, p.heads, p.q_len, p.kv_len, generator=gen) * 0.5,
-        "rel_bias": torch.randn(p.heads, p.q_len + p.kv_len - 1, generator=gen) * 0.5,
+        # (a third of the programs index a transposed table)
+        "bias": (torch.randn(q_max, kv_max, generator=gen) * 0.5).to(table_dtype)
+        if p.seed % 3 else (torch.randn(kv_max, q_max, generator=gen) * 0.5).to(table_dtype).t(),
+        "bias_bh": torch.randn(p.batch, p.heads, q_max, kv_max, generator=gen) * 0.5,
+        "rel_bias": torch.randn(p.heads, q_max + kv_max - 1, generator=gen) * 0.5,
         "head_scale": torch.rand(p.heads, generator=gen) + 0.5,
         "buckets": torch.randn(8, generator=gen).to(table_dtype),
         "doc": doc,
-        "keep": torch.rand(p.q_len, p.kv_len, generator=gen) < 0.7,
+        "keep": torch.rand(q_max, kv_max, generator=gen) < 0.7,
+        "temperature": torch.rand((), generator=gen) + 0.5,
     }
 
 
@@ -355,6 +380,13 @@ class Built:
     fn: object
     extra: tuple  # the arguments after q, k, v (the BlockMask, where it is passed)
     learned: dict  # the captured tensors that require grad, by name (FlexProgram.learned)
+    namespace: dict  # the program's globals
+
+    def extra_for(self, q_len: int, kv_len: int) -> tuple:
+        """The arguments after q, k, v at other lengths (a BlockMask made for them)."""
+        if not self.extra:
+            return ()
+        return (self.namespace["make_block_mask"](q_len, kv_len),)
 
 
 def build(p: FlexProgram, float64: bool = False, train: bool = False) -> Built:
@@ -365,13 +397,16 @@ def build(p: FlexProgram, float64: bool = False, train: bool = False) -> Built:
     captured = _captured(p)
     if float64:
         captured = {k: t.double() if t.is_floating_point() else t for k, t in captured.items()}
+    # (Not a tensor of no dims: torch's flex_attention backward cannot return its gradient, in
+    # eager too: "vmap: can not return a BatchedTensor when out_dim is None", seed 613.)
     learned = {k: t.requires_grad_() for k, t in captured.items()
-               if train and p.learned and t.is_floating_point() and _reads(p, k)}
+               if train and p.learned and t.is_floating_point() and t.dim() and _reads(p, k)}
     namespace = {
         "torch": torch, "flex_attention": fa.flex_attention,
         "create_block_mask": fa.create_block_mask, "and_masks": fa.and_masks,
         "or_masks": fa.or_masks, "AuxRequest": getattr(fa, "AuxRequest", None),
-        "B": p.batch, "H": p.heads, "Q": p.q_len, "KV": p.kv_len, **captured,
+        "B": p.batch, "H": p.heads, "Q": p.q_len, "KV": p.kv_len,
+        "KV_MAX": second_lengths(p)[1], **captured,
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -381,7 +416,8 @@ def build(p: FlexProgram, float64: bool = False, train: bool = False) -> Built:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102
     passed = p.mask is not None and p.mask_use == "argument"
-    return Built(namespace["fn"], (namespace["block_mask"],) if passed else (), learned)
+    return Built(namespace["fn"], (namespace["block_mask"],) if passed else (), learned,
+                 namespace)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -428,14 +464,15 @@ def _cpu_backward(on: bool):
         fa._validate_device = original
 
 
-def _run(fn, built: Built, inputs: list, train: bool, seed: int) -> tuple[list, list]:
+def _run(fn, built: Built, inputs: list, extra: tuple, train: bool,
+         seed: int) -> tuple[list, list]:
     """(the outputs of fn (built.fn or its compiled form), and with train the gradients of q, k,
     v and the learned tensors of sum(output * w) for fixed random weights w; the log-sum-exp's
     -inf of rows masked whole count as 0)."""
     xs = [t.detach().clone().requires_grad_(train) for t in inputs]
     for t in built.learned.values():
         t.grad = None
-    outs = fn(*xs, *built.extra)
+    outs = fn(*xs, *extra)
     grads = []
     if train:
         gen = torch.Generator().manual_seed(seed)
@@ -449,10 +486,12 @@ def _run(fn, built: Built, inputs: list, train: bool, seed: int) -> tuple[list, 
 
 
 def _masked_rows(p: FlexProgram, inputs: list) -> torch.Tensor:
-    """(batch, heads, q_len): the rows whose every position is masked (eager's -inf lse)."""
-    built = build(dataclasses.replace(p, return_lse=True, post=""))
+    """(batch, heads, query length): the rows whose every position is masked (eager's -inf
+    log-sum-exp of the program's first call)."""
+    built = build(dataclasses.replace(p, return_lse=True, post="", twice=False))
+    extra = built.extra_for(inputs[0].shape[-2], inputs[1].shape[-2])
     with torch.no_grad():
-        return built.fn(*inputs, *built.extra)[1] == -math.inf
+        return built.fn(*inputs, *extra)[1] == -math.inf
 
 
 def _tolerance(dtype: torch.dtype, grad: bool) -> dict:
@@ -478,7 +517,8 @@ def _closer_than_eager(a: torch.Tensor, e: torch.Tensor, r: torch.Tensor, slack:
 
 def _compare(p: FlexProgram, names: list, actual: list, expected: list, reference, grad: bool):
     """Each of coil's tensors against eager's: dtype, shape and strides the same; values within
-    the tolerance, or about as close as eager's to float64 (reference(): those values)."""
+    the tolerance, or about as close as eager's to float64 (reference(): the outputs and the
+    gradients so computed; grad: these are gradients)."""
     for name, a, e in zip(names, actual, expected):
         if a.dtype != e.dtype or a.shape != e.shape:
             raise WrongValues(f"{name}: {a.dtype}{tuple(a.shape)} vs eager's "
@@ -490,7 +530,7 @@ def _compare(p: FlexProgram, names: list, actual: list, expected: list, referenc
             torch.testing.assert_close(a, e, equal_nan=True, **_tolerance(p.dtype, grad))
         except AssertionError as err:
             slack = 2e-2 if p.dtype == torch.bfloat16 else 1e-4
-            if not _closer_than_eager(a, e, reference()[k], slack):
+            if not _closer_than_eager(a, e, reference()[grad][k], slack):
                 raise WrongValues(f"{name}: {err}") from None
 
 
@@ -527,15 +567,22 @@ def _check_records(records) -> None:
 
 def _float64_reference(p: FlexProgram, inputs: list, train: bool) -> tuple[list, list]:
     built = build(p, float64=True, train=train)
-    return _run(built.fn, built, [t.double() for t in inputs], train, p.seed)
+    extra = built.extra_for(inputs[0].shape[-2], inputs[1].shape[-2])
+    return _run(built.fn, built, [t.double() for t in inputs], extra, train, p.seed)
 
 
-def check_program(p: FlexProgram, out_dir: str | None = None, train: bool = False):
+def check_program(p: FlexProgram, out_dir: str | None = None, train: bool = False,
+                  dynamic: bool = False):
     """Compiles the program with coil (fullgraph) and compares with eager; a Result (fuzz.py).
-    A program Dynamo cannot capture whole passes as skipped."""
+    dynamic: compiled with symbolic sizes and run at second_lengths too (a BlockMask made
+    outside the compiled function is passed to it, one per length). A program Dynamo cannot
+    capture whole passes as skipped."""
     import coil
     from coil.fuzz import Result
 
+    if dynamic and p.mask is not None and p.mask_use == "global":
+        p = dataclasses.replace(p, mask_use="argument")
+    lengths = [(p.q_len, p.kv_len)] + ([second_lengths(p)] if dynamic else [])
     inputs = make_inputs(p)
     folder = tempfile.mkdtemp(prefix=f"flex{p.seed}_", dir=out_dir) if out_dir else None
     try:
@@ -543,42 +590,46 @@ def check_program(p: FlexProgram, out_dir: str | None = None, train: bool = Fals
             # (eager flex_attention on the CPU warns that it is unfused; return_lse is deprecated)
             warnings.simplefilter("ignore")
             built = build(p, train=train)
-            expected, expected_grads = _run(built.fn, built, inputs, train, p.seed)
-            masked = _masked_rows(p, inputs)
             torch._dynamo.reset()
             coil.reset()
-            with coil.config.patch(debug_dir=folder):
-                warnings.simplefilter("error", coil.CoilWarning)
-                compiled = torch.compile(built.fn, backend="coil", fullgraph=True)
-                try:
-                    actual, grads = _run(compiled, built, inputs, train, p.seed)
-                except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
-                    _cleanup(folder)
-                    first = str(e).strip().split("\n", 1)[0]
-                    return Result(p.seed, True, f"skipped: Dynamo: {first}", None)
-            reference = _lazy(lambda: _float64_reference(p, inputs, train))
-            names = ["out", "lse"][:len(actual)]
-            _check_masked_rows(p, masked, actual, expected)
-            _compare(p, names, actual, expected, lambda: reference()[0], grad=False)
-            if train:
-                names = ["grad q", "grad k", "grad v"] + [f"grad {k}" for k in built.learned]
-                _compare(p, names, grads, expected_grads,
-                         lambda: reference()[1], grad=True)
+            compiled = torch.compile(built.fn, backend="coil", fullgraph=True, dynamic=dynamic)
+            for q_len, kv_len in lengths:
+                inputs = make_inputs(p, (q_len, kv_len))
+                extra = built.extra_for(q_len, kv_len)
+                expected, expected_grads = _run(built.fn, built, inputs, extra, train, p.seed)
+                masked = _masked_rows(p, inputs)
+                with coil.config.patch(debug_dir=folder):
+                    warnings.simplefilter("error", coil.CoilWarning)
+                    try:
+                        actual, grads = _run(compiled, built, inputs, extra, train, p.seed)
+                    except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
+                        _cleanup(folder)
+                        first = str(e).strip().split("\n", 1)[0]
+                        return Result(p.seed, True, f"skipped: Dynamo: {first}", None)
+                at = f" (lengths {q_len}, {kv_len})" if dynamic else ""
+                reference = _lazy(lambda inputs=inputs: _float64_reference(p, inputs, train))
+                names = [f"out{at}", f"lse{at}"][:len(actual)]
+                _check_masked_rows(p, masked, actual, expected)
+                _compare(p, names, actual, expected, reference, grad=False)
+                if train:
+                    names = [f"grad {n}{at}" for n in ["q", "k", "v", *built.learned]]
+                    _compare(p, names, grads, expected_grads, reference, grad=True)
             _check_records(coil.compiled_graphs())
     except Exception as e:  # noqa: BLE001 - every failure is reported with its seed
         msg = f"{type(e).__name__}: {e}\n{p.describe()}"
         if not isinstance(e, AssertionError):
             msg += "\n" + traceback.format_exc(limit=-4)
         if folder:
-            _save(p, inputs, folder, msg, train)
+            _save(p, inputs, folder, msg, train, dynamic)
         return Result(p.seed, False, msg, folder)
     _cleanup(folder)
     return Result(p.seed, True)
 
 
-def check_flex(seed: int, out_dir: str | None = None, train: bool = False):
+def check_flex(seed: int, out_dir: str | None = None, train: bool = False,
+               dynamic: bool = False):
     """python -m coil.fuzz --flex: the program of `seed`, checked (check_program)."""
-    return check_program(generate(seed)[0], out_dir, train)
+    return check_program(generate(seed)[0], out_dir, train, dynamic)
 
 
 def _lazy(make):
@@ -599,14 +650,15 @@ def _cleanup(folder: str | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _save(p: FlexProgram, inputs: list, folder: str, message: str, train: bool) -> None:
+def _save(p: FlexProgram, inputs: list, folder: str, message: str, train: bool,
+          dynamic: bool) -> None:
     """program.py (the program, runnable: eager against coil) and tensors.pt (its inputs and
     captured tensors) next to coil's debug artifacts."""
     torch.save({"inputs": inputs, "captured": _captured(p)}, os.path.join(folder, "tensors.pt"))
     why = "\n".join("# " + line for line in message.split("\n")[:12])
     argument = p.mask is not None and p.mask_use == "argument"
     text = f'''# flex fuzzer seed {p.seed}: python -m coil.fuzz --flex --seed {p.seed} --count 1\
-{" --train" if train else ""}
+{" --train" if train else ""}{" --dynamic" if dynamic else ""}
 {why}
 import os
 
@@ -622,12 +674,12 @@ except ImportError:
     AuxRequest = None
 saved = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors.pt"))
 globals().update(saved["captured"])
-B, H, Q, KV = {p.batch}, {p.heads}, {p.q_len}, {p.kv_len}
+B, H, Q, KV, KV_MAX = {p.batch}, {p.heads}, {p.q_len}, {p.kv_len}, {second_lengths(p)[1]}
 
 {p.source()}
 args = [*saved["inputs"]{", block_mask" if argument else ""}]
 expected = fn(*args)
-actual = torch.compile(fn, backend="coil", fullgraph=True)(*args)
+actual = torch.compile(fn, backend="coil", fullgraph=True, dynamic={dynamic})(*args)
 for a, e in zip(actual, expected):
     print("max difference", (a.double() - e.double()).abs().nan_to_num(0.0).max().item())
 '''
@@ -651,7 +703,8 @@ def _smaller(p: FlexProgram):
             for part in p.mask[1:]:
                 yield r(p, mask=part)
     yield from (r(p, **{f: v}) for f, v in (
-        ("return_lse", False), ("scale", None), ("pre", ""), ("post", ""), ("q_gain", 1.0),
+        ("return_lse", False), ("scale", None), ("pre", ""), ("post", ""), ("twice", False),
+        ("q_gain", 1.0), ("learned", False),
         ("layout", "bhsd"), ("dtype", torch.float32), ("combinators", False),
         ("mask_use", "global"), ("mask_bh", False), ("v_dim", p.head_dim), ("batch", 1),
         ("block_size", 128)) if getattr(p, f) != v)
@@ -667,10 +720,11 @@ def _smaller(p: FlexProgram):
         yield r(p, kv_len=n)
 
 
-def minimize(p: FlexProgram, train: bool = False, budget: int = 60, log=print) -> FlexProgram:
+def minimize(p: FlexProgram, train: bool = False, dynamic: bool = False, budget: int = 60,
+             log=print) -> FlexProgram:
     """The smallest program found (one edit at a time, at most `budget` checks) that still
     fails as p does (the same exception class)."""
-    first = check_program(p, None, train)
+    first = check_program(p, None, train, dynamic)
     if first.ok:
         return p
     kind = first.message.split(":", 1)[0]
@@ -680,7 +734,7 @@ def minimize(p: FlexProgram, train: bool = False, budget: int = 60, log=print) -
         improved = False
         for q in _smaller(p):
             checks += 1
-            result = check_program(q, None, train)
+            result = check_program(q, None, train, dynamic)
             if not result.ok and result.message.split(":", 1)[0] == kind:
                 log(f"  still fails: {q.describe().split(chr(10), 1)[0]}")
                 p, improved = q, True
