@@ -685,7 +685,8 @@ def main(argv=None) -> int:
         "--flex", action="store_true",
         help="random flex_attention programs instead (score_mod and mask_mod bodies, "
              "BlockMasks, shapes; coil/fuzz_flex.py); with --train, gradients too; with "
-             "--dynamic, symbolic lengths and a second length",
+             "--dynamic, symbolic lengths and a second length; --vectorize and --cpp-wrapper "
+             "apply",
     )
     parser.add_argument(
         "--minimize", action="store_true",
@@ -702,6 +703,11 @@ def main(argv=None) -> int:
                      "set TRITON_INTERPRET=1")
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
+    flex_options = {}
+    if args.vectorize:
+        flex_options["cpp_vectorize"] = args.vectorize
+    if args.cpp_wrapper:
+        flex_options["cpp_wrapper"] = True
     start = time.time()
     ran = failed = skipped = 0
     while True:
@@ -712,7 +718,8 @@ def main(argv=None) -> int:
         if args.flex:
             from coil import fuzz_flex
 
-            r = fuzz_flex.check_flex(seed, args.out, train=args.train, dynamic=args.dynamic)
+            r = fuzz_flex.check_flex(seed, args.out, train=args.train, dynamic=args.dynamic,
+                                     options=flex_options)
         elif args.control_flow:
             r = check_control_flow(seed, args.out, vectorize=args.vectorize)
         else:
@@ -726,7 +733,7 @@ def main(argv=None) -> int:
             print(f"FAIL seed {seed} (graph: {r.folder})\n{r.message}\n", file=sys.stderr)
             if args.flex and args.minimize:
                 smallest = fuzz_flex.minimize(fuzz_flex.generate(seed)[0], train=args.train,
-                                              dynamic=args.dynamic)
+                                              dynamic=args.dynamic, options=flex_options)
                 print(f"smallest program failing as seed {seed} does:\n{smallest.describe()}\n",
                       file=sys.stderr)
         seed += 1

@@ -1,18 +1,19 @@
 """The fuzzer's flex_attention programs (python -m coil.fuzz --flex): random score_mod and mask_mod
 bodies, BlockMasks and shapes, compiled by coil and compared with eager's flex_attention.
 
-Each seed draws a FlexProgram: shapes (batch 1-2, 1-4 query heads, fewer key/value heads under
-GQA, query and key lengths of 1..200 that are odd, prime, equal or not, head dims 8..64), float32
-or bfloat16, query/key/value made contiguous or as transposed views of (batch, length, heads,
-dim) tensors; a score_mod whose body is a few steps drawn from what models write (relative
-positions, ALiBi slopes, soft-capping through tanh, bias tables (some transposed), per-head
-scales and a temperature captured and indexed by b/h/q_idx/kv_idx, bucketed relative biases,
-where() over comparisons); and a mask (causal, bottom-right causal, sliding windows, document
-ids, prefix-LM, a captured table, rows or heads masked whole; combined with &, |, ~ or
+Each seed draws a FlexProgram: shapes (batch 1-2, 1-4 query heads, fewer key/value heads under GQA,
+query and key lengths of 1..200 that are odd, prime, equal or not, head dims 8..64), float32 or
+bfloat16, query/key/value made contiguous or as transposed views of (batch, length, heads, dim)
+tensors or as slices of one fused (B, S, 3, H, D) projection; a score_mod whose body is a few steps
+drawn from what models write (relative positions, ALiBi slopes, soft-capping through tanh, bias
+tables (some transposed), per-head scales and a temperature captured and indexed by
+b/h/q_idx/kv_idx, bucketed relative biases, where() over comparisons, negative positions into a
+table); and a mask (causal, bottom-right causal, sliding windows, document ids, prefix-LM, per-
+batch key lengths, a captured table, rows or heads masked whole; combined with &, |, ~ or
 and_masks/or_masks) applied by a BlockMask of a random BLOCK_SIZE built outside the compiled
-function, passed to it, or built inside it, or applied by the score_mod itself as
-where(mask, x, -inf). Sometimes also return_lse, a scale of its own, an op on an input before
-the call and on the output after it, a second call taking the first one's output as its query.
+function, passed to it, or built inside it, or applied by the score_mod itself as where(mask, x,
+-inf). Sometimes also return_lse, a scale of its own, an op on an input before the call and on the
+output after it, a second call taking the first one's output as its query.
 
 A program is Python source (FlexProgram.source): exec'd, its functions are real functions that
 Dynamo traces, with the captured tensors as globals; the same source is what a failure saves
@@ -63,7 +64,9 @@ class FlexProgram:
     head_dim: int
     v_dim: int
     dtype: torch.dtype
-    layout: str  # "bhsd" (contiguous) or "bshd" (transposed views of (B, S, H, D) tensors)
+    # "bhsd" (contiguous), "bshd" (transposed views of (B, S, H, D) tensors) or "fused" (each
+    # of q, k, v one of three slices of a (B, S, 3, H, D) tensor, as a fused projection makes)
+    layout: str
     score_steps: list  # statements over x, each a source line (score_mod absent when empty)
     mask: tuple | None  # ("atom", source) / ("and" | "or", a, b) / ("not", a)
     mask_use: str  # "global", "argument", "inside": a BlockMask; "score_mod": where(mask, x, -inf)
@@ -193,7 +196,7 @@ def _score_step(rng: random.Random) -> str:
     c = rng.choice((0.05, -0.1, 0.02, 0.25))
     kind = rng.choice(("relpos", "alibi", "alibi_const", "softcap", "bias", "bias_bh",
                        "rel_bias", "head_scale", "temperature", "where", "const", "bucket",
-                       "self", "log"))
+                       "self", "log", "wrap"))
     if kind == "relpos":
         return f"x = x + {c} * (q_idx - kv_idx)"
     if kind == "alibi":
@@ -211,6 +214,8 @@ def _score_step(rng: random.Random) -> str:
         return "x = x + rel_bias[h, q_idx - kv_idx + (KV_MAX - 1)]"
     if kind == "head_scale":
         return "x = x * head_scale[h]"
+    if kind == "wrap":  # (negative positions index from the end, as in Python)
+        return "x = x + wrap_bias[h, q_idx - kv_idx]"
     if kind == "temperature":  # (a captured tensor of no dims)
         return "x = x / temperature"
     if kind == "const":
@@ -234,7 +239,7 @@ def _score_step(rng: random.Random) -> str:
 
 def _mask_atom(rng: random.Random, q_len: int, kv_len: int) -> tuple:
     kind = rng.choice(("causal", "causal", "bottom_right", "window", "window", "doc", "prefix",
-                       "table", "rows", "heads", "batch", "stride"))
+                       "table", "rows", "heads", "batch", "stride", "padding"))
     if kind == "causal":
         return ("atom", "q_idx >= kv_idx")
     if kind == "bottom_right":  # (rows before KV - Q masked whole when KV < Q)
@@ -254,6 +259,8 @@ def _mask_atom(rng: random.Random, q_len: int, kv_len: int) -> tuple:
         return ("atom", rng.choice(("h % 2 == 0", "h >= 1")))
     if kind == "batch":
         return ("atom", "b == 0")
+    if kind == "padding":  # each batch's keys from its length on are padding
+        return ("atom", "kv_idx < kv_lens[b]")
     return ("atom", f"kv_idx % {rng.choice((2, 3, 5))} == 0")
 
 
@@ -294,7 +301,7 @@ def generate(seed: int) -> tuple[FlexProgram, list]:
         head_dim=head_dim,
         v_dim=rng.choice(DIMS) if rng.random() < 0.2 else head_dim,
         dtype=torch.bfloat16 if rng.random() < 0.2 else torch.float32,
-        layout="bshd" if rng.random() < 0.3 else "bhsd",
+        layout=rng.choice(("bshd", "fused")) if rng.random() < 0.4 else "bhsd",
         score_steps=[_score_step(rng) for _ in range(rng.choice((0, 1, 1, 2, 3, 4)))],
         mask=mask,
         mask_use=rng.choice(("global", "global", "argument", "inside", "score_mod")),
@@ -334,11 +341,15 @@ def make_inputs(program: FlexProgram, lengths: tuple[int, int] | None = None) ->
               (p.batch, p.kv_heads, p.kv_len, p.v_dim)]
     out = []
     for k, (b, h, s, d) in enumerate(shapes):
+        gain = p.q_gain if k == 0 else 1.0
         if p.layout == "bshd":
-            t = torch.randn((b, s, h, d), generator=gen).transpose(1, 2)
+            t = (torch.randn((b, s, h, d), generator=gen) * gain).to(p.dtype).transpose(1, 2)
+        elif p.layout == "fused":
+            t = (torch.randn((b, s, 3, h, d), generator=gen) * gain).to(p.dtype)
+            t = t[:, :, k].transpose(1, 2)
         else:
-            t = torch.randn((b, h, s, d), generator=gen)
-        out.append((t * p.q_gain if k == 0 else t).to(p.dtype))
+            t = (torch.randn((b, h, s, d), generator=gen) * gain).to(p.dtype)
+        out.append(t)
     return out
 
 
@@ -370,6 +381,8 @@ def _captured(p: FlexProgram) -> dict:
         "doc": doc,
         "keep": torch.rand(q_max, kv_max, generator=gen) < 0.7,
         "temperature": torch.rand((), generator=gen) + 0.5,
+        "kv_lens": torch.randint(0, p.kv_len + 1, (p.batch,), generator=gen),
+        "wrap_bias": torch.randn(p.heads, n, generator=gen),
     }
 
 
@@ -408,9 +421,7 @@ def build(p: FlexProgram, float64: bool = False, train: bool = False) -> Built:
         "B": p.batch, "H": p.heads, "Q": p.q_len, "KV": p.kv_len,
         "KV_MAX": second_lengths(p)[1], **captured,
     }
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        source = p.source()
+    source = p.source()
     filename = f"<flex program {p.seed}>"
     # (tracebacks and Dynamo's messages show the program's lines)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -469,7 +480,7 @@ def _run(fn, built: Built, inputs: list, extra: tuple, train: bool,
     """(the outputs of fn (built.fn or its compiled form), and with train the gradients of q, k,
     v and the learned tensors of sum(output * w) for fixed random weights w; the log-sum-exp's
     -inf of rows masked whole count as 0)."""
-    xs = [t.detach().clone().requires_grad_(train) for t in inputs]
+    xs = [_copy(t).requires_grad_(train) for t in inputs]
     for t in built.learned.values():
         t.grad = None
     outs = fn(*xs, *extra)
@@ -483,6 +494,12 @@ def _run(fn, built: Built, inputs: list, extra: tuple, train: bool,
         loss.backward()
         grads = [x.grad for x in xs] + [t.grad for t in built.learned.values()]
     return [o.detach() for o in outs], grads
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy with t's strides, even where t has gaps (clone() makes such a tensor contiguous)."""
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    return out.copy_(t.detach())
 
 
 def _masked_rows(p: FlexProgram, inputs: list) -> torch.Tensor:
@@ -572,11 +589,12 @@ def _float64_reference(p: FlexProgram, inputs: list, train: bool) -> tuple[list,
 
 
 def check_program(p: FlexProgram, out_dir: str | None = None, train: bool = False,
-                  dynamic: bool = False):
+                  dynamic: bool = False, options: dict | None = None):
     """Compiles the program with coil (fullgraph) and compares with eager; a Result (fuzz.py).
     dynamic: compiled with symbolic sizes and run at second_lengths too (a BlockMask made
-    outside the compiled function is passed to it, one per length). A program Dynamo cannot
-    capture whole passes as skipped."""
+    outside the compiled function is passed to it, one per length). options: coil options to
+    compile under (cpp_vectorize="on", cpp_wrapper=True). A program Dynamo cannot capture whole
+    passes as skipped."""
     import coil
     from coil.fuzz import Result
 
@@ -598,7 +616,7 @@ def check_program(p: FlexProgram, out_dir: str | None = None, train: bool = Fals
                 extra = built.extra_for(q_len, kv_len)
                 expected, expected_grads = _run(built.fn, built, inputs, extra, train, p.seed)
                 masked = _masked_rows(p, inputs)
-                with coil.config.patch(debug_dir=folder):
+                with coil.config.patch(debug_dir=folder, **(options or {})):
                     warnings.simplefilter("error", coil.CoilWarning)
                     try:
                         actual, grads = _run(compiled, built, inputs, extra, train, p.seed)
@@ -627,9 +645,9 @@ def check_program(p: FlexProgram, out_dir: str | None = None, train: bool = Fals
 
 
 def check_flex(seed: int, out_dir: str | None = None, train: bool = False,
-               dynamic: bool = False):
+               dynamic: bool = False, options: dict | None = None):
     """python -m coil.fuzz --flex: the program of `seed`, checked (check_program)."""
-    return check_program(generate(seed)[0], out_dir, train, dynamic)
+    return check_program(generate(seed)[0], out_dir, train, dynamic, options)
 
 
 def _lazy(make):
@@ -720,11 +738,11 @@ def _smaller(p: FlexProgram):
         yield r(p, kv_len=n)
 
 
-def minimize(p: FlexProgram, train: bool = False, dynamic: bool = False, budget: int = 60,
-             log=print) -> FlexProgram:
+def minimize(p: FlexProgram, train: bool = False, dynamic: bool = False,
+             options: dict | None = None, budget: int = 60, log=print) -> FlexProgram:
     """The smallest program found (one edit at a time, at most `budget` checks) that still
     fails as p does (the same exception class)."""
-    first = check_program(p, None, train, dynamic)
+    first = check_program(p, None, train, dynamic, options)
     if first.ok:
         return p
     kind = first.message.split(":", 1)[0]
@@ -734,7 +752,7 @@ def minimize(p: FlexProgram, train: bool = False, dynamic: bool = False, budget:
         improved = False
         for q in _smaller(p):
             checks += 1
-            result = check_program(q, None, train, dynamic)
+            result = check_program(q, None, train, dynamic, options)
             if not result.ok and result.message.split(":", 1)[0] == kind:
                 log(f"  still fails: {q.describe().split(chr(10), 1)[0]}")
                 p, improved = q, True
