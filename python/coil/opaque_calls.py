@@ -209,6 +209,10 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
             continue
         constants.append(leaf)
         _fingerprint(h, leaf)
+    wanted = ()
+    if op.name() == "flex_attention_backward" and len(node.args) > FLEX_BACKWARD_BUFFERS:
+        wanted = _read_elements(node, FLEX_BACKWARD_BUFFER_GRADS)
+        h.update(f"gradients wanted {wanted}".encode())  # (what the call computes)
     stem = re.sub(r"[^0-9a-zA-Z_]", "_", op.name())
     name = f"{PREFIX}{stem}_{h.hexdigest()[:16]}"
     val = node.meta.get("val")
@@ -226,8 +230,7 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
     _calls[name].keys = keys
     if isinstance(val, (tuple, list)):
         _calls[name].nested = tuple(i for i, v in enumerate(val) if isinstance(v, (tuple, list)))
-    if op.name() == "flex_attention_backward" and len(node.args) > FLEX_BACKWARD_BUFFERS:
-        _calls[name].wanted_grads = _read_elements(node, FLEX_BACKWARD_BUFFER_GRADS)
+    _calls[name].wanted_grads = wanted
     return name, passed, [p for p in dict.fromkeys(bases)]
 
 
