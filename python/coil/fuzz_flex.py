@@ -736,10 +736,14 @@ def _smaller(p: FlexProgram):
         yield r(p, heads=1, kv_heads=1)
     if p.head_dim > 8:
         yield r(p, head_dim=8, v_dim=8 if p.v_dim == p.head_dim else p.v_dim)
-    for n in sorted({1, p.q_len // 2, p.q_len - 1} - {0, p.q_len}):
+    for n in _shorter(p.q_len):
         yield r(p, q_len=n)
-    for n in sorted({1, p.kv_len // 2, p.kv_len - 1} - {0, p.kv_len}):
+    for n in _shorter(p.kv_len):
         yield r(p, kv_len=n)
+
+
+def _shorter(n: int) -> list:
+    return sorted({1, n // 4, n // 2, 3 * n // 4, n - 1} - {0, n})
 
 
 def minimize(p: FlexProgram, train: bool = False, dynamic: bool = False,
