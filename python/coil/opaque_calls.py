@@ -108,6 +108,8 @@ def _wanted_grads(args: tuple, wanted: tuple[int, ...]) -> tuple:
     where the tensor it is handed requires grad, and AOTAutograd hands the backward a captured
     leaf that is a view (x.t().requires_grad_()) without it: the gradient the graph reads was
     None (aot_eager loses it too; python -m coil.fuzz --flex --train, seed 603)."""
+    if len(args) <= FLEX_BACKWARD_BUFFERS or not isinstance(args[FLEX_BACKWARD_BUFFERS], tuple):
+        return args  # (a signature other than torch 2.13's, which this follows)
     buffers = list(args[FLEX_BACKWARD_BUFFERS])
     for j in wanted:
         if isinstance(buffers[j], torch.Tensor) and not buffers[j].requires_grad:
