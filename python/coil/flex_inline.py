@@ -137,7 +137,13 @@ def inline_flex_attention(gm: torch.fx.GraphModule, decompositions: dict) -> lis
                 if sub.op == "get_attr":
                     # A tensor the trace made (a constant): carried over as an attribute.
                     name = f"_flex_{node.name}_{sub.target}"
-                    setattr(gm, name, getattr(traced, sub.target))
+                    value = getattr(traced, sub.target)
+                    if isinstance(value, torch.Tensor):
+                        # (a buffer, so FX knows the attribute: no "get_attr Node with no
+                        # underlying reference" warning at every compile)
+                        gm.register_buffer(name, value, persistent=False)
+                    else:
+                        setattr(gm, name, value)
                     new = gm.graph.get_attr(name)
                 else:
                     new = gm.graph.node_copy(sub, lambda n: env[n])

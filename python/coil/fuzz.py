@@ -12,6 +12,8 @@ floor_divide) only take "exact" operands: values that eager and coil must comput
     python -m coil.fuzz --dynamic --seconds 60  # symbolic sizes, each program at two sizes
     python -m coil.fuzz --train --seconds 60    # and a training step: gradients against eager's
     python -m coil.fuzz --control-flow --seconds 60  # each program as both branches of a cond
+    python -m coil.fuzz --flex --seconds 60     # random flex_attention programs (fuzz_flex.py)
+    python -m coil.fuzz --flex --seed N --count 1 --minimize  # and shrink a failing one
     TRITON_INTERPRET=1 python -m coil.fuzz --triton-check --seconds 60
                                                 # Triton kernels, each also compiled for sm_90
 
@@ -680,6 +682,17 @@ def main(argv=None) -> int:
              "and false (the branches compiled by coil)",
     )
     parser.add_argument(
+        "--flex", action="store_true",
+        help="random flex_attention programs instead (score_mod and mask_mod bodies, "
+             "BlockMasks, shapes; coil/fuzz_flex.py); with --train, gradients too; with "
+             "--dynamic, symbolic lengths and a second length; --vectorize and --cpp-wrapper "
+             "apply",
+    )
+    parser.add_argument(
+        "--minimize", action="store_true",
+        help="with --flex: shrink each failing program to the smallest that fails the same way",
+    )
+    parser.add_argument(
         "--perf", action="store_true",
         help="the performance fuzzer instead: coil vs Inductor vs eager, timed "
              "(coil/fuzz_perf.py; `python -m coil.fuzz --perf --help` for its options)",
@@ -690,6 +703,11 @@ def main(argv=None) -> int:
                      "set TRITON_INTERPRET=1")
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000 * 1000
     os.makedirs(args.out, exist_ok=True)
+    flex_options = {}
+    if args.vectorize:
+        flex_options["cpp_vectorize"] = args.vectorize
+    if args.cpp_wrapper:
+        flex_options["cpp_wrapper"] = True
     start = time.time()
     ran = failed = skipped = 0
     while True:
@@ -697,7 +715,12 @@ def main(argv=None) -> int:
             break
         if args.count is None and time.time() - start > args.seconds:
             break
-        if args.control_flow:
+        if args.flex:
+            from coil import fuzz_flex
+
+            r = fuzz_flex.check_flex(seed, args.out, train=args.train, dynamic=args.dynamic,
+                                     options=flex_options)
+        elif args.control_flow:
             r = check_control_flow(seed, args.out, vectorize=args.vectorize)
         else:
             r = check_seed(seed, args.out, dynamic=args.dynamic, vectorize=args.vectorize,
@@ -708,6 +731,11 @@ def main(argv=None) -> int:
         if not r.ok:
             failed += 1
             print(f"FAIL seed {seed} (graph: {r.folder})\n{r.message}\n", file=sys.stderr)
+            if args.flex and args.minimize:
+                smallest = fuzz_flex.minimize(fuzz_flex.generate(seed)[0], train=args.train,
+                                              dynamic=args.dynamic, options=flex_options)
+                print(f"smallest program failing as seed {seed} does:\n{smallest.describe()}\n",
+                      file=sys.stderr)
         seed += 1
     note = f", {skipped} skipped (not captured by Dynamo)" if skipped else ""
     print(f"fuzz: {ran} programs, {failed} failed{note} ({time.time() - start:.0f} s)")

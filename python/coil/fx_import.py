@@ -28,7 +28,6 @@ from collections.abc import Sequence
 
 import torch
 import torch.fx
-import torch.utils._pytree as pytree
 
 from coil import opaque_calls
 
@@ -362,13 +361,14 @@ def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node, compile_sub
     val = node.meta.get("val")
     if isinstance(val, dict):  # by key order (opaque_calls.OpaqueCall.keys)
         val = tuple(val.values())
-    # A nested tuple without tensors (flex_attention_backward's gradients of score_mod's
-    # captured tensors, when it captures none) keeps its place like any non-tensor result.
-    nested = [v for v in val if isinstance(v, (tuple, list))] if isinstance(val, (tuple, list)) \
-        else []
-    if any(pytree.tree_leaves(v) and any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(v))
-           for v in nested):
-        raise UnsupportedGraph(f"{node.target.name()} in node {node.name} returns nested tuples")
+    if isinstance(val, (tuple, list)) and any(isinstance(v, (tuple, list)) for v in val):
+        # A result that is a tuple (flex_attention_backward's gradients of score_mod's captured
+        # tensors): its elements follow the other results (OpaqueCall.nested), one level deep.
+        inner = [x for v in val if isinstance(v, (tuple, list)) for x in v]
+        if any(isinstance(x, (tuple, list)) for x in inner):
+            raise UnsupportedGraph(f"{node.target.name()} in node {node.name} returns tuples "
+                                   "nested more than one level")
+        val = [None if isinstance(v, (tuple, list)) else v for v in val] + inner
     return {
         "name": node.name,
         "kind": "call",
@@ -380,6 +380,26 @@ def _opaque_call_node(gm: torch.fx.GraphModule, node: torch.fx.Node, compile_sub
         "scalar_type": "",
         "stack_trace": node.meta.get("stack_trace") or "",
     }
+
+
+def _is_nested_result(node: torch.fx.Node, index) -> bool:
+    """Whether node is an opaque call whose result `index` is a tuple itself."""
+    val = node.meta.get("val")
+    if isinstance(val, dict):
+        val = tuple(val.values())
+    return (node.op == "call_function" and opaque_calls.is_higher_order(node.target)
+            and isinstance(val, (tuple, list)) and isinstance(index, int)
+            and isinstance(val[index], (tuple, list)))
+
+
+def flat_index(node: torch.fx.Node, index: int, inner: int) -> int:
+    """The position of node's result [index][inner] among the opaque call's flat results (the
+    results, then the elements of each that is a tuple: OpaqueCall.nested)."""
+    val = node.meta["val"]
+    if isinstance(val, dict):
+        val = tuple(val.values())
+    before = sum(len(v) for v in val[:index] if isinstance(v, (tuple, list)))
+    return len(val) + before + inner
 
 
 def _placeholder_meta(node: torch.fx.Node, example) -> tuple[list, str]:
@@ -515,8 +535,15 @@ def _graph_to_dict(gm: torch.fx.GraphModule, example_inputs, constants: list | N
             if opaque_calls.is_higher_order(node.target) and not _is_with_effects(node.target):
                 nodes.append(_opaque_call_node(gm, node, compile_subgraph))
                 continue
-            call = _call_node(node)
             source = node.args[0] if node.target is operator.getitem else None
+            if isinstance(source, torch.fx.Node) and _is_nested_result(source, node.args[1]):
+                continue  # read by index through its getitems (flat_index)
+            call = _call_node(node)
+            if isinstance(source, torch.fx.Node) and source.target is operator.getitem \
+                    and _is_nested_result(source.args[0], source.args[1]):
+                call["args"] = [_arg(source.args[0], node.name),
+                                _arg(flat_index(source.args[0], source.args[1], node.args[1]),
+                                     node.name)]
             if isinstance(source, torch.fx.Node) and isinstance(source.meta.get("val"), dict):
                 # getitem by key of an opaque call's dict result: by its index in key order
                 keys = list(source.meta["val"])

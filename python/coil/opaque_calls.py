@@ -32,6 +32,7 @@ Tests: tests/python/test_higher_order.py, tests/gpu/test_higher_order_gpu.py.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 
 import torch
@@ -60,6 +61,14 @@ class OpaqueCall:
         # An op returning a dict (triton_kernel_wrapper_functional: {name: tensor}): its values
         # in this key order, as a tuple (fx_import turns getitem by key into getitem by index).
         self.keys: tuple | None = None
+        # The positions of results that are tuples themselves (flex_attention_backward's
+        # gradients of score_mod's captured tensors): each is returned as None in its place and
+        # its elements after all the results, so the wrapper reads every tensor by one index
+        # (fx_import.flat_index).
+        self.nested: tuple[int, ...] = ()
+        # flex_attention_backward: the captured tensors of score_mod whose gradients the graph
+        # reads (positions among them), each passed as requiring grad (_wanted_grads).
+        self.wanted_grads: tuple[int, ...] = ()
         self.single = single  # the op returns a tuple of one value
 
     def __call__(self, *values, _coil_write_in_place=()):
@@ -67,6 +76,8 @@ class OpaqueCall:
         for slot, value in zip(self.slots, values):
             leaves[slot] = value
         args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        if self.wanted_grads:
+            args = _wanted_grads(args, self.wanted_grads)
         if self.bases:
             # The custom op writes the bases coil granted in place (sched/in_place_calls.cpp:
             # buffers computed for this call alone) and copies of the others, as the eager form
@@ -79,7 +90,40 @@ class OpaqueCall:
             out = self.op(*args, **kwargs)
         if self.keys is not None:
             out = tuple(out[k] for k in self.keys)
+        if self.nested:
+            out = tuple(None if i in self.nested else v for i, v in enumerate(out)) + tuple(
+                x for i in self.nested for x in out[i])
         return out[0] if self.single else out
+
+
+# flex_attention_backward's argument holding score_mod's captured tensors, and its result holding
+# their gradients.
+FLEX_BACKWARD_BUFFERS = 12
+FLEX_BACKWARD_BUFFER_GRADS = 3
+
+
+def _wanted_grads(args: tuple, wanted: tuple[int, ...]) -> tuple:
+    """flex_attention_backward's arguments with the captured tensors in `wanted` requiring grad.
+    Its eager implementation (sdpa_dense_backward) computes a captured tensor's gradient only
+    where the tensor it is handed requires grad, and AOTAutograd hands the backward a captured
+    leaf that is a view (x.t().requires_grad_()) without it: the gradient the graph reads was
+    None (aot_eager loses it too; python -m coil.fuzz --flex --train, seed 603)."""
+    if len(args) <= FLEX_BACKWARD_BUFFERS or not isinstance(args[FLEX_BACKWARD_BUFFERS], tuple):
+        return args  # (a signature other than torch 2.13's, which this follows)
+    buffers = list(args[FLEX_BACKWARD_BUFFERS])
+    for j in wanted:
+        if isinstance(buffers[j], torch.Tensor) and not buffers[j].requires_grad:
+            buffers[j] = buffers[j].detach().requires_grad_()
+    return (*args[:FLEX_BACKWARD_BUFFERS], tuple(buffers), *args[FLEX_BACKWARD_BUFFERS + 1:])
+
+
+def _read_elements(node: torch.fx.Node, index: int) -> tuple[int, ...]:
+    """The elements of node's result `index` (a tuple) that the graph reads, by position."""
+    read = set()
+    for user in node.users:
+        if user.target is operator.getitem and user.args[1] == index:
+            read.update(u.args[1] for u in user.users if u.target is operator.getitem)
+    return tuple(sorted(read))
 
 
 def is_higher_order(target) -> bool:
@@ -167,6 +211,10 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
             continue
         constants.append(leaf)
         _fingerprint(h, leaf)
+    wanted = ()
+    if op.name() == "flex_attention_backward" and len(node.args) > FLEX_BACKWARD_BUFFERS:
+        wanted = _read_elements(node, FLEX_BACKWARD_BUFFER_GRADS)
+        h.update(f"gradients wanted {wanted}".encode())  # (what the call computes)
     stem = re.sub(r"[^0-9a-zA-Z_]", "_", op.name())
     name = f"{PREFIX}{stem}_{h.hexdigest()[:16]}"
     val = node.meta.get("val")
@@ -182,6 +230,9 @@ def register(gm: torch.fx.GraphModule, node: torch.fx.Node,
             bases = []
     _calls[name] = OpaqueCall(op, spec, constants, slots, single, bases)
     _calls[name].keys = keys
+    if isinstance(val, (tuple, list)):
+        _calls[name].nested = tuple(i for i, v in enumerate(val) if isinstance(v, (tuple, list)))
+    _calls[name].wanted_grads = wanted
     return name, passed, [p for p in dict.fromkeys(bases)]
 
 

@@ -2,7 +2,8 @@
 mutates its input, invoke_subgraph): never a whole graph eager. An op coil does not lower yet runs
 as one call of its eager implementation inside the compiled graph (python/coil/opaque_calls.py);
 every other node is compiled as usual. Forward and backward, static and dynamic sizes (flex
-attention's backward does not run on the CPU, even eagerly: tests/gpu/test_higher_order_gpu.py)."""
+attention refuses inputs that require grad on the CPU, even eagerly: tests/gpu/
+test_higher_order_gpu.py, and here with that check lifted as the flex fuzzer lifts it)."""
 
 import pytest
 import torch
@@ -117,6 +118,43 @@ def test_flex_attention_dynamic_lengths():
     records = coil_records()
     assert not any(r.eager_fallback for r in records)
     assert not _opaque(records)
+
+
+@pytest.mark.parametrize("learned", ["constant", "learned", "learned_view"])
+def test_flex_attention_backward_with_captured_tensors(learned):
+    # flex_attention_backward returns the gradients of score_mod's captured tensors as a tuple
+    # within its result tuple: coil's backward graph ran eagerly ("returns nested tuples";
+    # python -m coil.fuzz --flex --train, seed 0). Its elements are now read by index after the
+    # call's other results (opaque_calls.OpaqueCall.nested), read or not. A learned bias that is
+    # a view (seed 603) reached the backward without requires_grad, and its gradient was None.
+    requires_coil()
+    from coil.fuzz_flex import _cpu_backward
+
+    bias = make_tensor((53, 37)).t() if learned == "learned_view" else make_tensor((37, 53))
+    bias.requires_grad_(learned != "constant")
+    learned = learned != "constant"
+    slopes = make_tensor((2,), domain="positive").requires_grad_(learned)
+
+    def with_bias(score, b, h, q, kv):
+        return score + slopes[h] * (q - kv) + bias[q, kv]
+
+    def fn(q, k, v):
+        return flex.flex_attention(q, k, v, score_mod=with_bias) * 2
+
+    inputs = [make_tensor((1, 2, n, 16)) for n in (37, 53, 53)]
+    weights = make_tensor((1, 2, 37, 16))
+    grads = []
+    with _cpu_backward(True):
+        for f in (fn, torch.compile(fn, backend=BACKEND)):
+            xs = [t.clone().requires_grad_() for t in inputs]
+            bias.grad = slopes.grad = None
+            (f(*xs) * weights).sum().backward()
+            grads.append([x.grad for x in xs] + ([bias.grad, slopes.grad] if learned else []))
+    assert_same(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+    records = coil_records()
+    assert not any(r.eager_fallback for r in records), [r.eager_reason for r in records]
+    if BACKEND == "coil":
+        assert any(o.startswith("opaque.flex_attention_backward") for o in _opaque(records))
 
 
 # ------------------------------------------------------------------------------------------------
