@@ -279,9 +279,11 @@ std::optional<TensorBox> masked_fill_form(const Lowering& L, const TensorBox& x,
   if (accumulate && x.dtype == DType::Bool) return std::nullopt;  // (bool sums are ors)
   Value old = x.load(idx);
   // (Unselected elements keep their bits: -0.0 + 0 would be +0.0.)
-  DType acc = opmath(x.dtype);  // (16-bit floats add in float32, rounded once)
-  Value sum = ir::cast(ir::add(ir::cast(old, acc), ir::cast(v, acc)), x.dtype);
-  Value body = ir::where(hit, accumulate ? sum : v, old);
+  if (accumulate) {
+    DType acc = opmath(x.dtype);  // (16-bit floats add in float32, rounded once)
+    v = ir::cast(ir::add(ir::cast(old, acc), ir::cast(v, acc)), x.dtype);
+  }
+  Value body = ir::where(hit, v, old);
   return TensorBox{x.dtype, x.device, x.sizes, body, origins_of({&x, &mask, &values})};
 }
 

@@ -192,6 +192,8 @@ class Emitter {
   // lane by lane, each lane's integer computed by a lambda (coil_vlanes, coil_vmask_lanes);
   // nullopt for any other value.
   std::optional<std::string> lanes_cast(Value v);
+  // Names v's vector `text` (a new temporary), remembered as v's vector form; returns the name.
+  std::string bind_vector(Value v, const std::string& text);
   // A comparison of integer index values (a causal mask's q >= kv, built from aranges), at
   // least one varying along the loop: the exact integers they stand for (index_value_expr) as
   // floating lanes (at::vec's arange), compared into a mask; nullopt when an operand is not such

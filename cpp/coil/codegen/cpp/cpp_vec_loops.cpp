@@ -149,20 +149,12 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
 void Emitter::vector_value(Value v) {
   DType d = v.dtype();
   // Comparisons of index values (a causal mask): arange lanes, before the rule below.
-  if (std::optional<std::string> mask = index_comparison(v)) {
-    std::string name = "tmp" + std::to_string(next_tmp_++);
-    line("auto " + name + " = " + *mask + ";");
-    memo_.back()[v.get()] = name;
-    vec_names_.insert(name);
-    return;
-  }
+  std::optional<std::string> special = index_comparison(v);
   // An integer lane value (cpp_vec_gather.cpp) made a bool or a float: built lane by lane (an
   // int64 padding mask read along the loop, then cast to bool).
-  if (std::optional<std::string> built = lanes_cast(v)) {
-    std::string name = "tmp" + std::to_string(next_tmp_++);
-    line("auto " + name + " = " + *built + ";");
-    memo_.back()[v.get()] = name;
-    vec_names_.insert(name);
+  if (!special) special = lanes_cast(v);
+  if (special) {
+    bind_vector(v, *special);
     return;
   }
   // Lane values (cpp_vec_gather.cpp) are used only as the indirect indices of loads and guards.
@@ -299,11 +291,16 @@ void Emitter::vector_value(Value v) {
       }
     }
   }
+  std::string name = bind_vector(v, text);
+  if (!rounded.empty()) rounded_[name] = {rounded, d};
+}
+
+std::string Emitter::bind_vector(Value v, const std::string& text) {
   std::string name = "tmp" + std::to_string(next_tmp_++);
   line("auto " + name + " = " + text + ";");
   memo_.back()[v.get()] = name;
   vec_names_.insert(name);
-  if (!rounded.empty()) rounded_[name] = {rounded, d};
+  return name;
 }
 
 void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::string& val) {
