@@ -151,6 +151,79 @@ TEST(CppVec, TransposedReadsGoLaneByLane) {
       << k[0].code;
 }
 
+// A transposed read in a tiled kernel is copied a tile at a time into a transposed buffer; a
+// 16-bit one is widened into a float tile as it goes (perf fuzzer seed 6052: read lane by lane,
+// a bf16 transpose took 2.4x Inductor's time), and its rows are prefetched like a float's.
+TEST(CppVec, TransposedTilesOf16BitValuesAreWidenedToFloat) {
+  for (DType d : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    GraphBuilder g;
+    Arg x = g.input("arg0_1", contiguous({256, 256}, d));
+    Arg y = g.input("arg1_1", contiguous({256, 256}, d));
+    graph::TensorMeta t = test::strided({256, 256}, {1, 256});
+    t.dtype = d;
+    Arg permute = g.call("permute", "aten.permute.default", {y, test::ints({1, 0})}, t);
+    Arg add = g.call("add", "aten.add.Tensor", {x, permute}, contiguous({256, 256}, d));
+    std::vector<KernelSource> k = render(g.finish({add}));
+    ASSERT_EQ(k.size(), 1u);
+    const std::string& c = k[0].code;
+    EXPECT_TRUE(contains(c, "tiling 512x64")) << c;
+    EXPECT_FALSE(contains(c, "coil_vlanes")) << c;
+    EXPECT_TRUE(contains(c, "tile prefetch")) << c;
+    if (d == DType::Float32) {
+      EXPECT_TRUE(contains(c, "coil_transpose_tile<float>(in_ptr1")) << c;
+    } else {
+      std::string t16 = d == DType::BFloat16 ? "c10::BFloat16" : "c10::Half";
+      EXPECT_TRUE(contains(c, "float tile0[512 * 64];  // arg1_1's tile, transposed and widened"))
+          << c;
+      EXPECT_TRUE(contains(c, "coil_transpose_tile_widen<" + t16 + ">(in_ptr1")) << c;
+      EXPECT_TRUE(contains(c, "VecF::loadu(tile0 + (")) << c;
+    }
+  }
+}
+
+// Column form (a reduction over a dim that is not innermost): what an x point's later loops
+// compute from its earlier results alone is computed once per block of columns, into an array,
+// not at every step over r (log_softmax over dim 0 took a vector log per element: 2.2x
+// Inductor's time); and a value that later loops compute again is kept in the output, as rows
+// keep it (softmax's exponential).
+TEST(CppVec, ColumnLoopsHoistPerColumnValuesAndKeepRowCaches) {
+  for (const char* op : {"_log_softmax", "_softmax"}) {
+    GraphBuilder g;
+    Arg x = g.input("arg0_1", contiguous({64, 256}));
+    Arg y = g.call(op, std::string("aten.") + op + ".default",
+                   {x, test::iarg(0), test::barg(false)}, contiguous({64, 256}));
+    std::vector<KernelSource> k = render(g.finish({y}));
+    ASSERT_EQ(k.size(), 1u);
+    const std::string& c = k[0].code;
+    EXPECT_TRUE(contains(c, "reduction strategy: column")) << c;
+    size_t last_loop = c.rfind("for (int64_t r0");
+    ASSERT_NE(last_loop, std::string::npos);
+    if (std::string(op) == "_log_softmax") {
+      // log(sum) once per column, before the output loop; the loop reads the array.
+      EXPECT_TRUE(contains(c, ".log()")) << c;
+      EXPECT_EQ(c.find(".log()", last_loop), std::string::npos) << c;
+      EXPECT_TRUE(contains(c, "row cache: each element's sub from stage 1")) << c;
+    } else {
+      EXPECT_TRUE(contains(c, "row cache: each element's exp from stage 1")) << c;
+      EXPECT_EQ(c.find("coil_exp_u20(", last_loop), std::string::npos) << c;
+    }
+  }
+}
+
+// A sum of everything splits its loop across threads even when a cast of the sum follows it
+// in the kernel (a bf16 sum: perf fuzzer seed 6088 ran on one thread, 2.4x Inductor's time).
+TEST(CppVec, FullSumsWithAnEpilogueStillSplitAcrossThreads) {
+  for (DType d : {DType::Float32, DType::BFloat16}) {
+    GraphBuilder g;
+    Arg x = g.input("arg0_1", contiguous({256, 4096}, d));
+    Arg s = g.call("sum", "aten.sum.default", {x}, contiguous({}, d));
+    std::vector<KernelSource> k = render(g.finish({s}));
+    ASSERT_EQ(k.size(), 1u);
+    EXPECT_TRUE(contains(k[0].code, "#pragma omp parallel for reduction(+:vacc_buf0)"))
+        << k[0].code;
+  }
+}
+
 TEST(CppVec, Float64KernelsUseDoubleVectors) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 64}, DType::Float64));

@@ -350,6 +350,10 @@ class Emitter {
   // before the loops: a layer norm's rsqrt(var + eps) was computed at every step, and where
   // its formula branches (a NaN-propagating max) the compiler kept it in the loop.
   void hoist_row_invariants(const sched::Stage& stage);
+  // The same in column form: each such value of an x point is computed once per block of
+  // lanes, into a per-lane array (column_hoisted_) that the loops over r read (log_softmax over
+  // dim 1 computed log(sum) at every step: a vector log per element).
+  void hoist_column_invariants(const sched::Stage& stage);
   // Whether a load from memory with an index free of r may be read once before the r loops.
   bool hoistable_read(Value v) const;
   // Whether v is such a value (memoized in `known`).
@@ -455,6 +459,9 @@ class Emitter {
   std::vector<KernelArg> args_;
   std::map<std::string, std::string> ptr_;
   std::map<std::string, std::string> available_;  // buffer -> variable holding its value here
+  // Values a column stage computed before its r loops (hoist_column_invariants), each in a
+  // per-lane array of floats (16-bit values widened) or of its own type.
+  std::unordered_map<const ir::ScalarNode*, std::string> column_hoisted_;
   std::vector<std::unordered_map<const ir::ScalarNode*, std::string>> memo_;
   // Vector form (cpp_vec.h): allowed at all, the loop being rendered in it, the variables
   // holding vectors, and what was decided for each innermost loop.

@@ -148,6 +148,20 @@ std::string Emitter::value(Value root) {
       read_row_cache(v, *c);
       continue;
     }
+    if (auto h = column_hoisted_.find(v.get()); h != column_hoisted_.end()) {
+      std::string name = "tmp" + std::to_string(next_tmp_++);
+      if (lanes_vec_) {  // (16-bit values: float lanes, widened in their array)
+        lane_type(v.dtype());
+        std::string lanes = is_half(v.dtype()) ? std::string("VecF") : vec();
+        line("auto " + name + " = " + lanes + "::loadu(" + h->second + " + xi, " + vec_->count +
+             ");");
+        vec_names_.insert(name);
+      } else {
+        line(ctype(v.dtype()) + " " + name + " = " + h->second + "[xi];");
+      }
+      memo_.back()[v.get()] = name;
+      continue;
+    }
     if (vec_ && varies(v)) {
       if (lane_value(v)) {  // computed per lane where an indirect load uses it
         lane_values_[v.get()] = lane_value_origin(v);

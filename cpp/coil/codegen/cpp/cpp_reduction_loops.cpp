@@ -2,8 +2,11 @@
 // in scalar, vector or column form; SIMD reduction clauses, chunked float sums, and column
 // kernels that split their rows across threads.
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "coil/codegen/cpp/cpp_emitter.h"
@@ -136,6 +139,48 @@ void Emitter::hoist_row_invariants(const sched::Stage& stage) {
   for (const Value& v : hoisted) value(v);
 }
 
+void Emitter::hoist_column_invariants(const sched::Stage& stage) {
+  column_hoisted_.clear();
+  if (!column() || k_.rsizes.empty()) return;
+  std::unordered_map<const ir::ScalarNode*, bool> known;
+  std::set<const ir::ScalarNode*> seen;
+  std::vector<Value> hoisted;
+  std::function<void(Value)> visit = [&](Value v) {
+    if (!seen.insert(v.get()).second) return;
+    bool leaf = v.op() == Op::Constant || v.op() == Op::Load || v.op() == Op::IndexExpr ||
+                v.op() == Op::Guard;
+    DType d = v.dtype();
+    bool kept = graph::is_floating(d) && (d != DType::Float64 || !lanes_vec_);
+    if (!leaf && kept && row_invariant(v, known)) {
+      hoisted.push_back(v);
+      return;
+    }
+    for (const Value& a : v->args) visit(a);
+  };
+  for (int mi : stage.members) visit(kernel_body(k_.members[mi]));
+  if (hoisted.empty()) return;
+  std::string block = std::to_string(k_.column_block);
+  std::vector<std::string> arrays;
+  for (const Value& v : hoisted) {
+    std::string array = "h" + std::to_string(next_tmp_++);
+    std::string t = is_half(v.dtype()) && lanes_vec_ ? "float" : ctype(v.dtype());
+    line(t + " " + array + "[" + block + "];");
+    arrays.push_back(array);
+  }
+  lanes(true, "0", "xn", [&] {
+    for (size_t i = 0; i < hoisted.size(); ++i) {
+      std::string val = value(hoisted[i]);
+      if (lanes_vec_) {
+        line(vec_operand(val, hoisted[i].dtype()) + ".store(" + arrays[i] + " + xi, " +
+             vec_->count + ");");
+      } else {
+        line(arrays[i] + "[xi] = " + val + ";");
+      }
+    }
+  });
+  for (size_t i = 0; i < hoisted.size(); ++i) column_hoisted_[hoisted[i].get()] = arrays[i];
+}
+
 // The r loops of a stage with their accumulators (vectors of them when `vector`: the innermost
 // r loop runs in vector form), and the results they leave for each x point.
 namespace {
@@ -150,6 +195,7 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   // Row groups run vector loops only (a scalar loop renders the kernel one row at a time).
   if (rows_ > 1 && !vector) throw NoRowGroup{};
   each_row([&] { hoist_row_invariants(stage); });
+  hoist_column_invariants(stage);
   // Accumulators for the reductions of this loop (one per lane in column mode).
   std::vector<const sched::Member*> reductions;
   bool all_sums = true;
@@ -226,10 +272,13 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
   }
   std::string simd_clauses = simd_reduction_clauses(reductions);
   // A kernel reducing everything to one value (no x loops) splits its sums across threads;
-  // otherwise the x loops carry the parallelism.
+  // otherwise the x loops carry the parallelism. Every stage of such a kernel is a loop of its
+  // own, so each splits: what a later one reads of an earlier one (its sums, or values kept in
+  // the output by a row cache) is whole once the earlier loop's threads have joined, and the
+  // members after the last loop (a 16-bit sum's cast) run once, after it.
   Expr rwork = 1;
   for (const Expr& e : k_.rsizes) rwork = rwork * e;
-  bool split_sums = k_.xsizes.empty() && all_sums && !reductions.empty() && k_.stages.size() == 1 &&
+  bool split_sums = k_.xsizes.empty() && all_sums && !reductions.empty() &&
                     (!rwork.as_int() || *rwork.as_int() >= kParallelMinElements);
   size_t nr = k_.rsizes.size();
   bool split_cols = split_columns() && !reductions.empty();
@@ -494,6 +543,7 @@ void Emitter::render_reduction_loops(const sched::Stage& stage, bool vector) {
       }
     });
   });
+  column_hoisted_.clear();
 }
 
 // One step of a scalar reduction: the accumulator takes the member's value `val`.

@@ -44,7 +44,7 @@ bool keepable(Value v) {
 
 void Emitter::plan_row_caches() {
   row_caches_.clear();
-  if (column() || k_.stages.size() < 2 || k_.rsizes.empty() || scatter()) return;
+  if (k_.stages.size() < 2 || k_.rsizes.empty() || scatter()) return;
   Expr domain = 1;  // x points times row elements
   for (const Expr& e : k_.xsizes) domain = domain * e;
   for (const Expr& e : k_.rsizes) domain = domain * e;
@@ -102,12 +102,14 @@ void Emitter::plan_row_caches() {
   std::set<int> homes;
   for (const Value& v : order) {
     const Uses& u = uses.at(v.get());
-    // Computed in two stages exactly: the home is overwritten by the second.
-    if (u.stages.size() != 2) continue;
+    // Computed in two stages or more: the first keeps it, the later ones read it, and the home
+    // is overwritten by the last (a 16-bit softmax's scaled input, read by its max, sum and
+    // output loops).
+    if (u.stages.size() < 2) continue;
     for (int mi : u.members) {
       const sched::Member& m = k_.members[mi];
       const ir::Buffer& b = prog_.buffers[m.buffer];
-      if (m.stage != u.stages[1] || b.is_reduction() || homes.count(mi)) continue;
+      if (m.stage != u.stages.back() || b.is_reduction() || homes.count(mi)) continue;
       // An output element of v's type per element of the loops, written by this member alone,
       // in memory no buffer the kernel reads shares.
       auto plan = s_.buffers.find(b.name);
@@ -115,10 +117,11 @@ void Emitter::plan_row_caches() {
       Expr numel = 1;
       for (const Expr& e : b.layout.sizes) numel = numel * e;
       if (!(sym::simplify(numel - domain, env_) == Expr(0))) continue;
-      // Contiguous along the innermost r loop (a vector store and load).
+      // Contiguous along the vector loop (a vector store and load): the innermost r loop, or in
+      // column form the innermost x loop.
       Expr idx = sym::substitute(b.write_index(), m.var_map);
-      Expr step =
-          sym::simplify(sym::substitute(idx, {{rvars.back(), rvars.back() + 1}}) - idx, env_);
+      Expr along = column() ? Expr::symbol(last_x()) : rvars.back();
+      Expr step = sym::simplify(sym::substitute(idx, {{along, along + 1}}) - idx, env_);
       if (!mentions_every_r(idx) || !(step == Expr(1))) continue;
       row_caches_[v.get()] = RowCache{u.stages[0], mi};
       // An output written over an operand it replaces (in place): from the store of v on, that

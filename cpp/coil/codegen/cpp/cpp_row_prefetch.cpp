@@ -47,7 +47,7 @@ void Emitter::plan_row_prefetch() {
   for (int mi : k_.stages[inner[0]].members) {
     for (const Value& v : ir::topo_order({kernel_body(k_.members[mi])})) {
       if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
-      if (computed_here.count(v->buffer) || !vec_type(v.dtype())) continue;
+      if (computed_here.count(v->buffer) || (!vec_type(v.dtype()) && !is_half(v.dtype()))) continue;
       Expr along_r = sym::simplify(sym::substitute(v->index, {{r, r + 1}}) - v->index, env_);
       Expr along_x = sym::simplify(sym::substitute(v->index, {{x, x + 1}}) - v->index, env_);
       if (along_r.as_int() != 1 || along_x.as_int() == 0) continue;
@@ -90,7 +90,7 @@ void Emitter::emit_tile_row_prefetches() {
   for (const sched::Member& m : k_.members) {
     for (const Value& v : ir::topo_order({kernel_body(m)})) {
       if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
-      if (computed_here.count(v->buffer) || !vec_type(v.dtype())) continue;
+      if (computed_here.count(v->buffer) || (!vec_type(v.dtype()) && !is_half(v.dtype()))) continue;
       std::string key = v->buffer + "@" + sym::to_cpp(sym::simplify(v->index, env_), env_);
       if (tiles_.count(key) || !seen.insert(key).second) continue;  // (transposed: in the tile)
       Expr along_b = sym::simplify(sym::substitute(v->index, {{xb, xb + 1}}) - v->index, env_);

@@ -85,9 +85,9 @@ std::optional<Expr> Emitter::lane_step(const Expr& idx) const {
 std::string Emitter::lanes_read(const std::string& buf, const Expr& idx, DType d) {
   auto tile = tiles_.empty() ? tiles_.end()
                              : tiles_.find(buf + "@" + sym::to_cpp(sym::simplify(idx, env_), env_));
-  if (tile != tiles_.end()) {
-    return vec() + "::loadu(" + tile_names_.at(tile->first) + " + (" + tile->second + "), " +
-           vec_->count + ")";
+  if (tile != tiles_.end()) {  // (a 16-bit value's tile holds floats)
+    return (is_half(d) ? std::string("VecF") : vec()) + "::loadu(" + tile_names_.at(tile->first) +
+           " + (" + tile->second + "), " + vec_->count + ")";
   }
   std::string at = index_text(buf, idx);
   auto step = lane_step(idx);
@@ -116,7 +116,10 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
   for (const sched::Member& m : k_.members) {
     for (const Value& v : ir::topo_order({kernel_body(m)})) {
       if (v.op() != Op::Load || v->masked || ir::has_indirect(v->index)) continue;
-      if (!vec_type(v.dtype()) || available_.count(v->buffer)) continue;  // f32/f64 tiles
+      // float32/float64 tiles; 16-bit values are widened into a float32 tile as they are
+      // transposed (the loop's loads of them are float lanes either way).
+      bool widen = is_half(v.dtype());
+      if ((!vec_type(v.dtype()) && !widen) || available_.count(v->buffer)) continue;
       std::string key = v->buffer + "@" + sym::to_cpp(sym::simplify(v->index, env_), env_);
       if (tiles_.count(key)) continue;
       auto step = [&](const Expr& x) {
@@ -132,13 +135,14 @@ void Emitter::transposed_tiles(const std::string& size_a, const std::string& siz
       std::string name = "tile" + std::to_string(tiles_.size());
       Expr origin =
           sym::substitute(v->index, {{xa, Expr::symbol("xt0")}, {xb, Expr::symbol("xt1")}});
-      std::string ty = ctype(v.dtype());
+      std::string ty = widen ? "float" : ctype(v.dtype());
       line("alignas(64) " + ty + " " + name + "[" + tr + " * " + t + "];  // " + v->buffer +
-           "'s tile, transposed");
-      line("coil_transpose_tile<" + ty + ">(" + ptr_.at(v->buffer) + " + (" +
-           index_text(v->buffer, origin) + "), " + sym::to_cpp(*sb, env_) + ", " + name + ", " + t +
-           ", std::min<int64_t>(" + t + ", " + size_b + " - xt1), std::min<int64_t>(" + tr + ", " +
-           size_a + " - xt0));");
+           "'s tile, transposed" + (widen ? " and widened" : ""));
+      std::string fn = widen ? "coil_transpose_tile_widen<" + c10_half(v.dtype()) + ">"
+                             : "coil_transpose_tile<" + ty + ">";
+      line(fn + "(" + ptr_.at(v->buffer) + " + (" + index_text(v->buffer, origin) + "), " +
+           sym::to_cpp(*sb, env_) + ", " + name + ", " + t + ", std::min<int64_t>(" + t + ", " +
+           size_b + " - xt1), std::min<int64_t>(" + tr + ", " + size_a + " - xt0));");
       tiles_[key] =
           t + "*(x" + std::to_string(nx - 2) + " - xt0) + x" + std::to_string(nx - 1) + " - xt1";
       tile_names_[key] = name;
