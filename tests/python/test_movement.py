@@ -215,3 +215,18 @@ def test_cumulative_extremes_and_logcumsumexp(name, fn, dtype):
 @pytest.mark.parametrize("p", [2.0, 1.0, 3.5, float("inf")])
 def test_dist(p):
     check_lowered(lambda a, b: torch.dist(a, b, p), make_tensor((3, 4)), make_tensor((4,)))
+
+
+# Cats and pads along an outer dim of short rows (their inner loop unrolled inside the loop over
+# rows, each element read under the condition of its piece): GCC 12 vectorized the conditional
+# loads of such a loop wrongly (fuzzer seed 7182: rows 13-15 of a cat of two [13, 2] int32
+# tensors came out zero).
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("rows,cols", [(13, 2), (13, 3), (29, 4), (7, 2)])
+def test_cat_and_pad_of_short_rows(rows, cols, dtype):
+    x = (torch.randn(rows, cols) * 8).to(dtype)
+    y = (torch.randn(rows + 3, cols) * 8).to(dtype)
+    f = lambda a, b: (torch.cat([a, a]), torch.cat([a, b, a]), F.pad(a, (0, 0, 5, 2)))
+    out = torch.compile(f, backend="coil")(x, y)
+    for o, r in zip(out, f(x, y)):
+        assert torch.equal(o, r)
