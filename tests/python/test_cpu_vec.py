@@ -742,3 +742,22 @@ def test_full_16_bit_sum_splits_across_threads(debug):
     out = torch.compile(f, backend="coil")(x)
     torch.testing.assert_close(out, f(x))
     assert "#pragma omp parallel for reduction(+:" in kernel_text(debug)
+
+
+# Rows gathered by an index (embedding, x[idx] along a leading dim): each row's index is checked
+# once before the loop over the row, and 16-bit elements are copied bit for bit (NaN payloads
+# too), as eager copies them.
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, F32])
+def test_gathered_rows_copy_bits(dtype, debug):
+    w = torch.randn(100, 203).to(dtype)
+    w.view(torch.int16 if dtype != F32 else torch.int32)[3, :7] = 0x7FC5 if dtype != F32 else 0x7FC00005
+    idx = torch.randint(0, 100, (37,))
+    idx[:4] = 3
+    f = lambda w, i: (F.embedding(i, w), w[i])
+    out = torch.compile(f, backend="coil")(w, idx)
+    bits = torch.int16 if dtype != F32 else torch.int32
+    for o, r in zip(out, f(w, idx)):
+        assert torch.equal(o.view(bits), r.view(bits))
+    text = kernel_text(debug)
+    if dtype != F32:
+        assert "coil_vcopy_half(" in text

@@ -108,6 +108,12 @@ class Emitter {
   // v's index with each indirect symbol replaced by a temporary holding its checked position
   // (coil_index: wrapped, bounds-checked where the access happens, 0 when out of bounds).
   Expr checked_index(Value v);
+  // Before a vector loop over `var` nested in other loops: each load whose indirect indices are
+  // the same at every step of it (an embedding's row, x[idx] along a trailing dim) has them read
+  // and checked once, here, not at every vector step (perf fuzzer seed 6036; cpp_vec_gather.cpp).
+  // checked_index returns the hoisted position until the loop ends (hoisted_checked_.clear()).
+  void hoist_lane_invariant_indices(const std::string& var);
+  std::unordered_map<const ir::ScalarNode*, Expr> hoisted_checked_;
 
   // Emits statements computing v (already in kernel variables); returns the C++ expression.
   std::string value(Value root);
@@ -474,6 +480,13 @@ class Emitter {
   // nearest even twice gives the same bits, and the round trip through 16 bits costs as much as
   // a bf16 relu's other work.
   std::map<std::string, std::pair<std::string, DType>> rounded_;
+  // Vectors that are 16-bit elements loaded and widened, nothing more: name -> (the address of
+  // the first element, the type). A contiguous store of that type copies the 16-bit elements
+  // (coil_vcopy_half) instead of narrowing the floats again: an embedding's bf16 rows took 1.9x
+  // Inductor's time (perf fuzzer seed 6026). lanes_read leaves the address of each such load in
+  // half_load_src_.
+  std::map<std::string, std::pair<std::string, DType>> half_loads_;
+  std::string half_load_src_;
   std::string vec_last_type_;
   std::vector<std::string> vec_decisions_;
   // Lane values of the vector loop being rendered (lane_value), and whether it gathered through

@@ -124,6 +124,8 @@ std::string Emitter::index_text(const std::string& buf, const Expr& idx) {
 Expr Emitter::checked_index(Value v) {
   std::vector<Expr> syms = ir::indirect_symbols(v->index);
   if (syms.empty()) return v->index;
+  auto hoisted = hoisted_checked_.find(v.get());
+  if (hoisted != hoisted_checked_.end()) return hoisted->second;
   std::vector<Value> raw = ir::indirect_operands(v);
   Value mask = ir::load_mask(v);
   sym::ExprMap repl;
@@ -438,6 +440,11 @@ void Emitter::emit_pointwise(const sched::Member& m) {
     } else {
       rounded_.erase(var);
     }
+    if (half_loads_.count(val)) {
+      half_loads_[var] = half_loads_.at(val);
+    } else {
+      half_loads_.erase(var);
+    }
   } else {
     line(ctype(b.layout.dtype) + " " + var + " = " + val + ";");
   }
@@ -615,7 +622,16 @@ void Emitter::render_loops() {
       } else if (vector) {
         std::string pragma = i == 0 && parallel ? "#pragma omp parallel for" : "";
         bool flat = i == 0 && !tiled;
+        // (The hoisted values live in a memo frame of their own, around the vector loop.)
+        // (A loop that may run no step checks no index: hoisted, a bad one would be reported.)
+        bool hoist = i > 0 && rows_ <= 1 && sym::bounds(k_.xsizes[vd], env_).lo >= 1;
+        if (hoist) {
+          memo_.emplace_back();
+          hoist_lane_invariant_indices("x" + std::to_string(vd));
+        }
         vector_loop(inner_begin, inner_end, pragma, body, stream_ && flat ? kStreamChunk : 0);
+        if (hoist) memo_.pop_back();
+        hoisted_checked_.clear();
         if (stream_ && !flat && !tiled) line("coil_stream_fence();");
       } else {
         open_loop(i);

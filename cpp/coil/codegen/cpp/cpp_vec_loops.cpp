@@ -92,6 +92,7 @@ std::string Emitter::lanes_read(const std::string& buf, const Expr& idx, DType d
   std::string at = index_text(buf, idx);
   auto step = lane_step(idx);
   if (step && step->as_int() == 1 && is_half(d)) {
+    half_load_src_ = ptr_.at(buf) + " + (" + at + ")";
     return "coil_vload_half<" + c10_half(d) + ">(" + ptr_.at(buf) + " + (" + at + "), " +
            vec_->count + ")";
   }
@@ -170,7 +171,8 @@ void Emitter::vector_value(Value v) {
     gathers = true;
   }
   std::string text;
-  std::string rounded;  // text is this rounded to d (rounded_)
+  std::string rounded;   // text is this rounded to d (rounded_)
+  std::string half_src;  // text is the 16-bit elements there, widened (half_loads_)
   switch (v.op()) {
     case Op::Load: {
       if (lanes_vec_ && slots_.count(v->buffer) && available_.count(v->buffer) &&
@@ -197,7 +199,9 @@ void Emitter::vector_value(Value v) {
         break;
       }
       lane_type(d);
+      half_load_src_.clear();
       text = lanes_read(v->buffer, checked_index(v), d);
+      if (!v->masked && !half_load_src_.empty()) half_src = half_load_src_;
       if (v->masked) {
         const std::string& mask = *lookup(ir::load_mask(v));
         if (is_vector(mask)) throw NoVectorForm{"a masked load's mask varies"};
@@ -297,6 +301,7 @@ void Emitter::vector_value(Value v) {
   }
   std::string name = bind_vector(v, text);
   if (!rounded.empty()) rounded_[name] = {rounded, d};
+  if (!half_src.empty()) half_loads_[name] = {half_src, d};
 }
 
 std::string Emitter::bind_vector(Value v, const std::string& text) {
@@ -333,7 +338,11 @@ void Emitter::vector_store(const ir::Buffer& b, const Expr& idx, const std::stri
   std::string at = index_text(b.name, idx);
   auto step = lane_step(idx);
   if (step && step->as_int() == 1) {
-    if (is_half(d)) {
+    auto copied = half_loads_.find(v);
+    if (is_half(d) && copied != half_loads_.end() && copied->second.second == d) {
+      line("coil_vcopy_half(" + ptr_.at(b.name) + " + (" + at + "), " + copied->second.first +
+           ", " + vec_->count + ");");
+    } else if (is_half(d)) {
       line("coil_vstore_half<" + c10_half(d) + ">(" + v + ", " + ptr_.at(b.name) + " + (" + at +
            "), " + vec_->count + ");");
     } else if (stream_) {
@@ -399,6 +408,7 @@ void Emitter::restore(const Snapshot& s) {
   tile_names_.clear();
   interleaved_.clear();
   rounded_.clear();
+  half_loads_.clear();
   unrolled_at_.clear();
   unrolled_sfx_.clear();
   unrolled_p_ = 0;

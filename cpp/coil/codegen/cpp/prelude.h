@@ -446,6 +446,11 @@ template <typename T>
 inline void coil_vstore_half(const VecF& v, void* p, int64_t n) {
   at::vec::convert_from_float<T>(v, v).store(p, n);
 }
+// n 16-bit elements copied as they are (a store of values loaded and widened, nothing more:
+// Emitter::half_loads_); NaN payloads kept, as eager's copies keep them.
+inline void coil_vcopy_half(void* dst, const void* src, int64_t n) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * 2);
+}
 // (bfloat16 under AVX2: the rounding at::vec's conversion does, to nearest even in the float's
 // bits, NaN to the bits of its NaN, without narrowing and widening two vectors: the same bits for
 // all 2^32 floats, and a quarter of a bf16 std's time over a middle dim (perf fuzzer seed 5010).)
