@@ -392,3 +392,25 @@ def test_out_of_bounds_index_raises(case):
         assert not any(r.eager_fallback for r in coil_records())
     # The compiled function still works after the error.
     torch.testing.assert_close(compiled(x, good), fn(x, good))
+
+
+# A scatter along an inner dim (cpp_scatter.cpp): each point of the outermost loop owns its
+# targets, so its thread updates them in index order without atomics; duplicates within a slice
+# combine in eager's order (float sums bit for bit).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "mean"])
+@pytest.mark.parametrize("dim", [1, 2])
+def test_scatter_owned_by_the_outer_loop(dim, reduce, dtype):
+    x = torch.randn(16, 9, 12).to(dtype)
+    src_shape = [16, 9, 12]
+    src_shape[dim] = 20  # more sources than targets: duplicates in every slice
+    size = x.shape[dim]
+    idx = torch.randint(0, size, src_shape)
+    src = torch.randn(src_shape).to(dtype)
+    f = lambda x, i, s: x.scatter_reduce(dim, i, s, reduce)
+    out = torch.compile(f, backend="coil")(x, idx, src)
+    ref = f(x, idx, src)
+    if reduce == "sum" and dtype == torch.float32:
+        assert torch.equal(out, ref)
+    else:
+        torch.testing.assert_close(out, ref)

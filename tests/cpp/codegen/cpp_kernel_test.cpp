@@ -493,6 +493,33 @@ TEST(CppKernel, AScatterAddIsAtomicAndNotVectorized) {
   EXPECT_TRUE(contains(code, "coil_index(tmp1, 6, true, true, index_error)")) << code;
 }
 
+// A scatter along an inner dim: each point of the outermost loop owns the targets it updates
+// (they share its coordinate), so its points run on threads of their own, without atomics, and
+// the multiply that ran serially runs in parallel; along dim 0 the targets of two points may
+// meet: atomics (add) or one thread (multiply).
+TEST(CppKernel, AScatterAlongAnInnerDimIsOwnedByTheOuterLoop) {
+  for (const char* mode : {"sum", "prod"}) {
+    for (int64_t dim : {0, 1}) {
+      GraphBuilder b;
+      Arg x = b.input("arg0_1", contiguous({64, 67, 32}));
+      Arg idx = b.input("arg1_1", contiguous({64, 67, 32}, DType::Int64));
+      Arg r = b.call("scatter_reduce", "aten.scatter_reduce.two",
+                     {x, iarg(dim), idx, x, Arg::str(mode)}, contiguous({64, 67, 32}));
+      Rendered out = render(b.finish({r}));
+      const std::string& code = out.kernels.back().code;
+      bool owned = dim == 1;
+      EXPECT_EQ(contains(code, "each point of x0 owns its targets"), owned) << code;
+      if (owned) {
+        EXPECT_TRUE(contains(code, "#pragma omp parallel for\n  for (int64_t x0 = 0; x0 < 64;"))
+            << code;
+        EXPECT_FALSE(contains(code, "omp atomic")) << code;
+      } else {
+        EXPECT_EQ(contains(code, "omp atomic"), std::string(mode) == "sum") << code;
+      }
+    }
+  }
+}
+
 TEST(CppKernel, AScatterThatMultipliesRunsSerially) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({256, 256}));

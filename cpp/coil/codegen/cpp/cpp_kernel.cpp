@@ -104,7 +104,9 @@ std::string Emitter::header_comment(const std::string& name) const {
     std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
                                                                    "index keeps one value)"
                       : atomic_scatter()                         ? "omp atomic updates"
-                                                                 : "serial updates, in index order";
+                      : scatter_owned_by_x0() ? "each point of x0 owns its targets: its thread "
+                                                "updates them in index order, no atomics"
+                                              : "serial updates, in index order";
     c << "// decision: scatter " << ir::scatter_mode_name(sc->scatter_mode) << " into " << sc->name
       << ": " << how << "\n";
   }
@@ -321,7 +323,7 @@ const ir::Buffer* Emitter::scatter() const {
 // run serially (no two updates of one element may interleave).
 bool Emitter::atomic_scatter() const {
   const ir::Buffer* b = scatter();
-  if (!b || b->scatter_mode != ir::ScatterMode::Add) return false;
+  if (!b || b->scatter_mode != ir::ScatterMode::Add || scatter_owned_by_x0()) return false;
   DType d = b->layout.dtype;
   return d != DType::BFloat16 && d != DType::Float16 && d != DType::Bool;
 }
@@ -488,7 +490,9 @@ void Emitter::render_loops() {
   // Scatters: no SIMD (two lanes may target one element); parallel when updates cannot race.
   const ir::Buffer* sc = scatter();
   bool simd = !sc;
-  if (sc && sc->scatter_mode != ir::ScatterMode::Store && !atomic_scatter()) parallel = false;
+  bool owned = scatter_owned_by_x0();
+  if (sc && sc->scatter_mode != ir::ScatterMode::Store && !atomic_scatter() && !owned)
+    parallel = false;
   size_t nx = k_.xsizes.size();
   bool pointwise = !k_.has_reduction();
   bool tiled = pointwise && k_.tile > 0 && nx >= 2;
@@ -521,7 +525,7 @@ void Emitter::render_loops() {
   } else {
     for (size_t i = 0; i <= vd && i < nx; ++i)
       headers.push_back(loop_header("x" + std::to_string(i), "0", size(i)));
-    parallel_loops = pointwise ? (vd > 0 ? vd : 1) : nx;
+    parallel_loops = owned ? 1 : pointwise ? (vd > 0 ? vd : 1) : nx;
     if (!pointwise && plan_row_group()) {
       headers.back() = loop_header("xg", "0", size(nx - 1), std::to_string(rows_));
     }
