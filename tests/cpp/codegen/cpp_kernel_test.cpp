@@ -520,6 +520,25 @@ TEST(CppKernel, AScatterAlongAnInnerDimIsOwnedByTheOuterLoop) {
   }
 }
 
+// x[idx] += v along dim 0: the index picks rows, the trailing dims are the source's own, so
+// the loop over dim 1 owns its targets: a parallel region inside the loop over the indices.
+TEST(CppKernel, AnIndexPutAlongDim0IsOwnedByItsSecondLoop) {
+  GraphBuilder g;
+  Arg x = g.input("arg0_1", contiguous({256, 64, 128}));
+  Arg idx = g.input("arg1_1", contiguous({33}, DType::Int64));
+  Arg v = g.input("arg2_1", contiguous({33, 64, 128}));
+  Arg put = g.call("index_put", "aten.index_put.default", {x, Arg::list_of({idx}), v, barg(true)},
+                   contiguous({256, 64, 128}));
+  Rendered r = render(g.finish({put}));
+  const std::string& code = r.kernels.back().code;
+  EXPECT_TRUE(contains(code, "each point of x1 owns its targets")) << code;
+  EXPECT_TRUE(contains(code,
+                       "for (int64_t x0 = 0; x0 < 33; ++x0) {\n    #pragma omp parallel "
+                       "for\n    for (int64_t x1 = 0; x1 < 64;"))
+      << code;
+  EXPECT_FALSE(contains(code, "omp atomic")) << code;
+}
+
 TEST(CppKernel, AScatterThatMultipliesRunsSerially) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({256, 256}));

@@ -284,11 +284,11 @@ class Emitter {
   // Scatter-adds of types `omp atomic` handles run in parallel; other scatters that combine values
   // run serially (no two updates of one element may interleave).
   bool atomic_scatter() const;
-  // Whether the outermost loop partitions the scatter's targets (cpp_scatter.cpp): its points
+  // The loop whose points partition the scatter's targets (cpp_scatter.cpp), if any: its points
   // then run on threads of their own, updating without atomics.
-  bool scatter_owned_by_x0() const;
-  bool find_scatter_owned_by_x0() const;
-  mutable std::optional<bool> owned_scatter_;
+  std::optional<size_t> scatter_owner() const;
+  std::optional<size_t> find_scatter_owner() const;
+  mutable std::optional<std::optional<size_t>> owned_scatter_;
 
   void store(const ir::Buffer& b, const sched::Member& m, const std::string& val);
 

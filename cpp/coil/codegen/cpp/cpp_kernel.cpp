@@ -104,9 +104,10 @@ std::string Emitter::header_comment(const std::string& name) const {
     std::string how = sc->scatter_mode == ir::ScatterMode::Store ? "plain stores (a duplicate "
                                                                    "index keeps one value)"
                       : atomic_scatter()                         ? "omp atomic updates"
-                      : scatter_owned_by_x0() ? "each point of x0 owns its targets: its thread "
-                                                "updates them in index order, no atomics"
-                                              : "serial updates, in index order";
+                      : scatter_owner() ? "each point of x" + std::to_string(*scatter_owner()) +
+                                              " owns its targets: its thread updates them in "
+                                              "index order, no atomics"
+                                        : "serial updates, in index order";
     c << "// decision: scatter " << ir::scatter_mode_name(sc->scatter_mode) << " into " << sc->name
       << ": " << how << "\n";
   }
@@ -323,7 +324,7 @@ const ir::Buffer* Emitter::scatter() const {
 // run serially (no two updates of one element may interleave).
 bool Emitter::atomic_scatter() const {
   const ir::Buffer* b = scatter();
-  if (!b || b->scatter_mode != ir::ScatterMode::Add || scatter_owned_by_x0()) return false;
+  if (!b || b->scatter_mode != ir::ScatterMode::Add || scatter_owner()) return false;
   DType d = b->layout.dtype;
   return d != DType::BFloat16 && d != DType::Float16 && d != DType::Bool;
 }
@@ -490,7 +491,9 @@ void Emitter::render_loops() {
   // Scatters: no SIMD (two lanes may target one element); parallel when updates cannot race.
   const ir::Buffer* sc = scatter();
   bool simd = !sc;
-  bool owned = scatter_owned_by_x0();
+  std::optional<size_t> owner = scatter_owner();
+  bool owned = owner.has_value();
+  size_t parallel_at = owned ? *owner : 0;  // the loop the parallel pragma goes on
   if (sc && sc->scatter_mode != ir::ScatterMode::Store && !atomic_scatter() && !owned)
     parallel = false;
   size_t nx = k_.xsizes.size();
@@ -533,7 +536,7 @@ void Emitter::render_loops() {
   stream_ = pointwise && simd && nx > 0 && plan_stream_stores(tiled);
   auto open_loop = [&](size_t i) {
     bool innermost_pointwise = pointwise && i + 1 == headers.size() && simd;
-    if (i == 0 && parallel && parallel_loops > 0) {
+    if (i == parallel_at && parallel && parallel_loops > 0) {
       std::string pragma = "#pragma omp parallel for";
       if (innermost_pointwise) pragma += " simd";
       if (parallel_loops > 1) pragma += " collapse(" + std::to_string(parallel_loops) + ")";
