@@ -761,3 +761,22 @@ def test_gathered_rows_copy_bits(dtype, debug):
     text = kernel_text(debug)
     if dtype != F32:
         assert "coil_vcopy_half(" in text
+
+
+# Float floor division in vector form (coil_vfloordiv): ATen's formula on every lane, so the same
+# bits as eager's, signed zeros, infinities, NaNs and division by zero included.
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_floor_divide_in_vector_form(dtype, debug):
+    a = torch.randn(37, 129, dtype=dtype) * 10
+    b = torch.randn(37, 129, dtype=dtype) * 3
+    a[0, :12] = torch.tensor([0.0, -0.0, 6.0, -6.0, float("inf"), float("nan"), 7.0, -7.0, -0.0,
+                              1e-30, -5.0, 3.0])
+    b[0, :12] = torch.tensor([3.0, 3.0, -3.0, 3.0, 2.0, 1.0, 0.0, 0.0, -2.0, 1e30, 5.0,
+                              float("inf")])
+    f = lambda a, b: torch.floor_divide(a, b)
+    out = torch.compile(f, backend="coil")(a, b)
+    ref = f(a, b)
+    bits = torch.int32 if dtype == F32 else torch.int64
+    same = (out.view(bits) == ref.view(bits)) | (out.isnan() & ref.isnan())
+    assert bool(same.all()), (out[~same], ref[~same])
+    assert "coil_vfloordiv(" in kernel_text(debug)

@@ -414,3 +414,21 @@ def test_scatter_owned_by_the_outer_loop(dim, reduce, dtype):
         assert torch.equal(out, ref)
     else:
         torch.testing.assert_close(out, ref)
+
+
+# Scatters whose innermost loop moves the target by one element with a term of its own (an
+# index_put along dim 0 storing whole rows, an owned scatter-add along dim 1 of contiguous rows)
+# run that loop in vector form: a vector store, or a vector read-add-store.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_scatter_rows_in_vector_form(accumulate, dtype, debug):
+    x = torch.randn(64, 32, 161).to(dtype)  # (32 x 161 updates per row: enough for a region)
+    idx = torch.randperm(64)[:23]  # unique rows: a store's result is defined
+    v = torch.randn(23, 32, 161).to(dtype)
+    f = lambda x, i, v: x.index_put((i,), v, accumulate=accumulate)
+    out = torch.compile(f, backend="coil")(x, idx, v)
+    torch.testing.assert_close(out, f(x, idx, v), rtol=0, atol=0)
+    from conftest import kernel_text
+
+    kernels = kernel_text(debug).split("// coil: kernel")
+    assert any("decision: scatter" in k and "vectorized (at::vec" in k for k in kernels)

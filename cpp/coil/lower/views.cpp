@@ -306,15 +306,31 @@ void register_views(Registry& r) {
     const Arg* value = L.arg(n, 2, "value");
     std::vector<Expr> idx = ir::index_vars(m.rank()), xi = idx;
     Value inside = ir::int_constant(1, DType::Bool);
-    // pad lists (left, right) pairs starting from the last dim.
+    bool masked = false;
+    // pad lists (left, right) pairs starting from the last dim. A side padded by a number <= 0
+    // (a negative pad crops) never reads outside the input: no condition for it, and a pad that
+    // only crops is a strided copy (perf fuzzer seed 6064: 4.3x eager's time, each element read
+    // under a mask that was always true).
+    auto crops = [](const Expr& e) {
+      auto v = e.as_int();
+      return v && *v <= 0;
+    };
     for (size_t p = 0; p + 1 < pad.size() && p / 2 < m.rank(); p += 2) {
       size_t dim = m.rank() - 1 - p / 2;
       xi[dim] = idx[dim] - pad[p];
       Value pos = ir::index_expr(xi[dim], DType::Int64);
-      Value ge = ir::binary(ir::Op::Ge, pos, ir::int_constant(0, DType::Int64));
-      Value lt = ir::binary(ir::Op::Lt, pos, ir::index_expr(x.sizes[dim], DType::Int64));
-      inside = ir::binary(ir::Op::LogicalAnd, inside, ir::binary(ir::Op::LogicalAnd, ge, lt));
+      if (!crops(pad[p])) {
+        Value ge = ir::binary(ir::Op::Ge, pos, ir::int_constant(0, DType::Int64));
+        inside = ir::binary(ir::Op::LogicalAnd, inside, ge);
+        masked = true;
+      }
+      if (!crops(pad[p + 1])) {
+        Value lt = ir::binary(ir::Op::Lt, pos, ir::index_expr(x.sizes[dim], DType::Int64));
+        inside = ir::binary(ir::Op::LogicalAnd, inside, lt);
+        masked = true;
+      }
     }
+    if (!masked) return {TensorBox{m.dtype, m.device, m.sizes, x.load(xi), x.origins}};
     Value fill = value && !value->is_none() ? L.scalar(*value, opmath(m.dtype))
                                             : ir::int_constant(0, opmath(m.dtype));
     Value val = ir::cast(mask_loads(x.load(xi), inside), opmath(m.dtype));

@@ -246,6 +246,46 @@ TEST(CppVec, GatheredRowsCheckTheirIndexOnceAndCopy16BitElements) {
   EXPECT_FALSE(contains(c, "coil_vstore_half")) << c;
 }
 
+// A scatter whose innermost loop moves the target by one element with a term of its own (rows
+// stored by an index_put) runs that loop in vector form: its lanes update distinct elements.
+TEST(CppVec, ScattersOfWholeRowsAreVectorStores) {
+  GraphBuilder g;
+  Arg x = g.input("arg0_1", contiguous({256, 64, 128}));
+  Arg idx = g.input("arg1_1", contiguous({33}, DType::Int64));
+  Arg v = g.input("arg2_1", contiguous({33, 64, 128}));
+  Arg put = g.call("index_put", "aten.index_put.default",
+                   {x, Arg::list_of({idx}), v, test::barg(false)}, contiguous({256, 64, 128}));
+  std::vector<KernelSource> k = render(g.finish({put}));
+  const std::string& c = k.back().code;
+  EXPECT_TRUE(contains(c, "decision: scatter store")) << c;
+  EXPECT_TRUE(contains(c, "loop x2 vectorized")) << c;
+  EXPECT_TRUE(contains(c, ".store(out_ptr0 + (8192*tmp")) << c;
+}
+
+// Float floor division has a vector form (coil_vfloordiv: the scalar formula on every lane).
+TEST(CppVec, FloorDivisionOfFloatsIsAVectorLoop) {
+  GraphBuilder g;
+  Arg a = g.input("arg0_1", contiguous({8, 64}));
+  Arg b = g.input("arg1_1", contiguous({8, 64}));
+  Arg q = g.call("floor_divide", "aten.floor_divide.default", {a, b}, contiguous({8, 64}));
+  std::vector<KernelSource> k = render(g.finish({q}));
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_TRUE(contains(k[0].code, "coil_vfloordiv(")) << k[0].code;
+}
+
+// A pad that only crops reads its input with no mask.
+TEST(CppVec, APadThatOnlyCropsIsAPlainCopy) {
+  GraphBuilder g;
+  Arg x = g.input("arg0_1", contiguous({16, 66}));
+  Arg p = g.call("constant_pad_nd", "aten.constant_pad_nd.default",
+                 {x, test::ints({-1, -1}), test::farg(-1.5)}, contiguous({16, 64}));
+  std::vector<KernelSource> k = render(g.finish({p}));
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_TRUE(contains(k[0].code, "VecF::loadu(in_ptr0 + (")) << k[0].code;
+  EXPECT_FALSE(contains(k[0].code, " ? ")) << k[0].code;
+  EXPECT_FALSE(contains(k[0].code, "-1.5")) << k[0].code;
+}
+
 TEST(CppVec, Float64KernelsUseDoubleVectors) {
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 64}, DType::Float64));
@@ -400,7 +440,8 @@ TEST(CppVec, OpTextsUseAtVec) {
   EXPECT_EQ(cpp::vec_unary_text(ir::Op::Erf, "a", "VecF"), "coil_erf(a)");
   EXPECT_EQ(cpp::vec_unary_text(ir::Op::Erf, "a", "VecD"), "a.erf()");
   EXPECT_EQ(cpp::vec_binary_text(ir::Op::Maximum, "a", "b", "VecF"), "at::vec::maximum(a, b)");
-  EXPECT_EQ(cpp::vec_binary_text(ir::Op::FloorDiv, "a", "b", "VecF"), std::nullopt);
+  EXPECT_EQ(cpp::vec_binary_text(ir::Op::FloorDiv, "a", "b", "VecF"), "coil_vfloordiv(a, b)");
+  EXPECT_EQ(cpp::vec_binary_text(ir::Op::Remainder, "a", "b", "VecF"), std::nullopt);
   EXPECT_EQ(cpp::vec_combine_text(ir::ReductionType::ArgMax, "a", "b"), std::nullopt);
 }
 

@@ -76,6 +76,14 @@ struct RowCache {
 };
 
 // Renders one scheduled kernel (render_cpp_kernel).
+// A term of a scatter's target index (cpp_scatter.cpp): a loop variable or indirect symbol, its
+// coefficient, and its largest value minus its smallest.
+struct ScatterTerm {
+  Expr symbol;
+  int64_t coefficient;
+  int64_t span;
+};
+
 class Emitter {
  public:
   // row_group: the rows of a row group (1: one row at a time); see plan_row_group. lane_math:
@@ -274,6 +282,9 @@ class Emitter {
 
   // A scatter combines its value into the element its target names.
   void scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& val);
+  // The same for a vector of lanes whose targets are distinct and contiguous
+  // (scatter_lanes_distinct): a vector store, or a vector read, add and store (cpp_scatter.cpp).
+  void vector_scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& val);
 
   static DType opmath(DType d) {
     return d == DType::BFloat16 || d == DType::Float16 ? DType::Float32 : d;
@@ -288,6 +299,12 @@ class Emitter {
   // then run on threads of their own, updating without atomics.
   std::optional<size_t> scatter_owner() const;
   std::optional<size_t> find_scatter_owner() const;
+  // The scatter target's terms, sorted by coefficient, when they form a mixed-radix number.
+  std::optional<std::vector<ScatterTerm>> scatter_terms() const;
+  // Whether the innermost loop moves the target by 1 with a term of its own, in a scatter that
+  // stores or whose updates a loop owns: a vector of its lanes updates distinct, contiguous
+  // elements (scatter_store in vector form).
+  bool scatter_lanes_distinct() const;
   mutable std::optional<std::optional<size_t>> owned_scatter_;
 
   void store(const ir::Buffer& b, const sched::Member& m, const std::string& val);

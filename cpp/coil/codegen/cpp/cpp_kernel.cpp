@@ -277,6 +277,10 @@ const std::string* Emitter::lookup(Value v) const {
 
 // A scatter combines its value into the element its target names.
 void Emitter::scatter_store(const ir::Buffer& b, const sched::Member& m, const std::string& val) {
+  if (vec_) {
+    vector_scatter_store(b, m, val);
+    return;
+  }
   std::string pos = value(ir::substitute_indices(b.target, m.var_map));
   std::string off = b.layout.offset == Expr(0) ? "" : " - " + sym::to_cpp(b.layout.offset, env_);
   std::string at = ptr_.at(b.name) + "[" + pos + off + "]";
@@ -490,7 +494,7 @@ void Emitter::render_loops() {
   bool parallel = !k_.xsizes.empty() && (!w || *w >= kParallelMinElements) && !split_columns();
   // Scatters: no SIMD (two lanes may target one element); parallel when updates cannot race.
   const ir::Buffer* sc = scatter();
-  bool simd = !sc;
+  bool simd = !sc || scatter_lanes_distinct();
   std::optional<size_t> owner = scatter_owner();
   bool owned = owner.has_value();
   size_t parallel_at = owned ? *owner : 0;  // the loop the parallel pragma goes on

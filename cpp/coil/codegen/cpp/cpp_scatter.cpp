@@ -28,12 +28,6 @@ constexpr int64_t kMinOwnedPoints = 8;
 // cover this many updates.
 constexpr int64_t kMinOwnedRegionWork = 4096;
 
-struct Term {
-  Expr symbol;
-  int64_t coefficient;
-  int64_t span;  // the symbol's largest value minus its smallest
-};
-
 }  // namespace
 
 std::optional<size_t> Emitter::scatter_owner() const {
@@ -44,11 +38,11 @@ std::optional<size_t> Emitter::scatter_owner() const {
 // The target T = offset + sum of c_k * s_k over loop variables and indirect symbols, each with
 // its range. Sorted by coefficient, if every term's coefficient exceeds everything the terms
 // below it can add, T determines each term's value (a mixed-radix number): two points of a loop
-// with a term of its own never share a target.
-std::optional<size_t> Emitter::find_scatter_owner() const {
+// with a term of its own never share a target. The terms in that order, or nullopt.
+std::optional<std::vector<ScatterTerm>> Emitter::scatter_terms() const {
   const ir::Buffer* b = scatter();
-  if (!b || b->scatter_mode == ir::ScatterMode::Store || k_.xsizes.empty()) return std::nullopt;
-  if (k_.column_block > 0 || k_.tile > 0 || k_.has_reduction()) return std::nullopt;
+  if (!b || k_.xsizes.empty() || k_.column_block > 0 || k_.tile > 0 || k_.has_reduction())
+    return std::nullopt;
   const sched::Member* member = nullptr;
   for (const sched::Member& m : k_.members) {
     if (&prog_.buffers[m.buffer] == b) member = &m;
@@ -56,17 +50,13 @@ std::optional<size_t> Emitter::find_scatter_owner() const {
   if (!member || b->target.op() != Op::IndexExpr) return std::nullopt;
   Expr target = sym::substitute(b->target->index, member_map(*member));
   sym::RangeEnv env = env_;
-  std::vector<Term> terms;
-  std::vector<int64_t> sizes;
-  for (const Expr& e : k_.xsizes) {
-    auto n = e.as_int();
+  std::vector<ScatterTerm> terms;
+  for (size_t i = 0; i < k_.xsizes.size(); ++i) {
+    auto n = k_.xsizes[i].as_int();
     if (!n || *n < 1) return std::nullopt;
-    sizes.push_back(*n);
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
     Expr x = Expr::symbol("x" + std::to_string(i));
     env.add_index_var(x, k_.xsizes[i]);
-    terms.push_back({x, 0, sizes[i] - 1});
+    terms.push_back({x, 0, *n - 1});
   }
   for (const Expr& s : ir::indirect_symbols(target)) {
     const ir::Indirect* ind = ir::indirect_of(s);
@@ -77,9 +67,9 @@ std::optional<size_t> Emitter::find_scatter_owner() const {
   }
   // Each symbol's coefficient, and T rebuilt from them: T must be exactly that affine form.
   sym::ExprMap zero;
-  for (const Term& t : terms) zero[t.symbol] = Expr(0);
+  for (const ScatterTerm& t : terms) zero[t.symbol] = Expr(0);
   Expr rebuilt = sym::simplify(sym::substitute(target, zero), env);
-  for (Term& t : terms) {
+  for (ScatterTerm& t : terms) {
     Expr c = sym::simplify(sym::substitute(target, {{t.symbol, t.symbol + 1}}) - target, env);
     auto ci = c.as_int();
     if (!ci || *ci < 0) return std::nullopt;
@@ -87,30 +77,82 @@ std::optional<size_t> Emitter::find_scatter_owner() const {
     rebuilt = rebuilt + c * t.symbol;
   }
   if (!(sym::simplify(target - rebuilt, env) == Expr(0))) return std::nullopt;
-  std::vector<Term> sorted;
-  for (const Term& t : terms) {
+  std::vector<ScatterTerm> sorted;
+  for (const ScatterTerm& t : terms) {
     if (t.coefficient > 0 && t.span > 0) sorted.push_back(t);
   }
-  std::sort(sorted.begin(), sorted.end(),
-            [](const Term& a, const Term& b) { return a.coefficient < b.coefficient; });
+  std::sort(sorted.begin(), sorted.end(), [](const ScatterTerm& a, const ScatterTerm& b) {
+    return a.coefficient < b.coefficient;
+  });
   int64_t below = 0;  // the most the terms below can add
-  for (const Term& t : sorted) {
+  for (const ScatterTerm& t : sorted) {
     if (t.coefficient <= below) return std::nullopt;
     below += t.coefficient * t.span;
   }
+  return sorted;
+}
+
+bool Emitter::scatter_lanes_distinct() const {
+  const ir::Buffer* b = scatter();
+  if (!b || (b->scatter_mode != ir::ScatterMode::Store && !scatter_owner())) return false;
+  auto terms = scatter_terms();
+  if (!terms) return false;
+  Expr inner = Expr::symbol("x" + std::to_string(k_.xsizes.size() - 1));
+  for (const ScatterTerm& t : *terms) {
+    if (t.symbol == inner) return t.coefficient == 1;
+  }
+  return false;
+}
+
+std::optional<size_t> Emitter::find_scatter_owner() const {
+  const ir::Buffer* b = scatter();
+  if (!b || b->scatter_mode == ir::ScatterMode::Store) return std::nullopt;
+  auto found = scatter_terms();
+  if (!found) return std::nullopt;
+  const std::vector<ScatterTerm>& sorted = *found;
+  std::vector<int64_t> sizes;
+  for (const Expr& e : k_.xsizes) sizes.push_back(*e.as_int());
   // The outermost loop with a term of its own, enough points, and enough work per region.
   int64_t outside = 1, inside = 1;
   for (int64_t n : sizes) inside *= n;
   for (size_t i = 0; i < sizes.size(); ++i) {
     Expr x = Expr::symbol("x" + std::to_string(i));
     bool own = false;
-    for (const Term& t : sorted) own = own || (t.symbol == x && t.coefficient > 0);
+    for (const ScatterTerm& t : sorted) own = own || (t.symbol == x && t.coefficient > 0);
     if (own && sizes[i] >= kMinOwnedPoints && (i == 0 || inside >= kMinOwnedRegionWork)) return i;
     outside *= sizes[i];
     inside /= sizes[i];
     if (outside > inside) break;  // (more regions than work in each)
   }
   return std::nullopt;
+}
+
+void Emitter::vector_scatter_store(const ir::Buffer& b, const sched::Member& m,
+                                   const std::string& val) {
+  if (b.scatter_mode != ir::ScatterMode::Store && b.scatter_mode != ir::ScatterMode::Add) {
+    throw NoVectorForm{std::string("a scatter ") + ir::scatter_mode_name(b.scatter_mode)};
+  }
+  Value target = ir::substitute_indices(b.target, m.var_map);
+  if (target.op() != Op::IndexExpr) throw NoVectorForm{"a scatter's target is not an index"};
+  for (const Value& a : ir::indirect_operands(target)) {
+    if (is_vector(value(a))) throw NoVectorForm{"a scatter's index varies"};
+  }
+  // The first lane's target (each indirect index checked once, the same for every lane).
+  Expr pos = checked_index(target);
+  auto step = lane_step(pos);
+  if (!step || step->as_int() != 1) throw NoVectorForm{"a scatter's lanes are not contiguous"};
+  if (b.scatter_mode == ir::ScatterMode::Store) {
+    vector_store(b, pos, val);
+    return;
+  }
+  // An owned add: this thread alone updates these elements (in opmath, rounded once on store).
+  DType d = b.layout.dtype;
+  lane_type(d);
+  std::string sum = "(" + lanes_read(b.name, pos, d) + " + " + vec_operand(val, d) + ")";
+  std::string name = "tmp" + std::to_string(next_tmp_++);
+  line("auto " + name + " = " + sum + ";");
+  vec_names_.insert(name);
+  vector_store(b, pos, name);
 }
 
 }  // namespace coil::codegen::cpp

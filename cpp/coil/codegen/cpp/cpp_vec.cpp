@@ -94,6 +94,8 @@ std::optional<std::string> vec_binary_text(Op op, const std::string& a, const st
       return infix("*");
     case Op::Div:
       return infix("/");
+    case Op::FloorDiv:  // (float lanes only: integer values have no lanes)
+      return "coil_vfloordiv(" + a + ", " + b + ")";
     case Op::Maximum:
       // Both propagate NaN, as torch.maximum/minimum do.
       return "at::vec::maximum(" + a + ", " + b + ")";
