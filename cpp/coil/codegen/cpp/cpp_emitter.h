@@ -384,8 +384,16 @@ class Emitter {
   void hoist_column_invariants(const sched::Stage& stage);
   // Whether a load from memory with an index free of r may be read once before the r loops.
   bool hoistable_read(Value v) const;
-  // Whether v is such a value (memoized in `known`).
-  bool row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, bool>& known) const;
+  // Whether v is the same at every step of the loops over `vars` (memoized in `known`): made of
+  // constants, indices free of them, reads that hoistable_read allows at indices free of them,
+  // and (point_results) this x point's results of earlier loops.
+  bool invariant_along(Value v, const std::vector<Expr>& vars, bool point_results,
+                       std::unordered_map<const ir::ScalarNode*, bool>& known) const;
+  std::vector<Expr> r_vars() const;
+  // The largest values of a stage's members that are the same along its r loops and `wanted`,
+  // not yet computed here: what hoist_row_invariants and hoist_column_invariants compute first.
+  std::vector<Value> row_invariant_roots(const sched::Stage& stage,
+                                         const std::function<bool(Value)>& wanted);
 
   // One step of a scalar reduction: the accumulator takes the member's value `val`.
   void accumulate(const sched::Member& m, const std::string& val);

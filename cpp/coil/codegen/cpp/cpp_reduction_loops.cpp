@@ -72,13 +72,13 @@ void Emitter::render_stage(const sched::Stage& stage) {
   with_vector_attempt(r, allowed, why, [&](bool vector) { render_reduction_loops(stage, vector); });
 }
 
-bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, bool>& known) const {
+bool Emitter::invariant_along(Value v, const std::vector<Expr>& vars, bool point_results,
+                              std::unordered_map<const ir::ScalarNode*, bool>& known) const {
   auto found = known.find(v.get());
   if (found != known.end()) return found->second;
-  auto free_of_r = [&](const Expr& e) {
-    for (const Expr& x : sym::free_symbols(e)) {
-      for (size_t j = 0; j < k_.rsizes.size(); ++j)
-        if (x.name() == "r" + std::to_string(j)) return false;
+  auto free_of_vars = [&](const Expr& e) {
+    for (const Expr& s : sym::free_symbols(e)) {
+      if (std::find(vars.begin(), vars.end(), s) != vars.end()) return false;
     }
     return !ir::has_indirect(e);
   };
@@ -88,23 +88,51 @@ bool Emitter::row_invariant(Value v, std::unordered_map<const ir::ScalarNode*, b
       invariant = true;
       break;
     case Op::IndexExpr:
-      invariant = free_of_r(v->index);
+      invariant = free_of_vars(v->index);
       break;
     case Op::Load:
       // A result of this x point's earlier loops (read where it is held, not from memory), or an
-      // element of a tensor this kernel only reads, the same for the whole row (a scale per
-      // head: Swin V2's exp(clamp(logit_scale)) was computed at every step of its softmax).
+      // element of a tensor this kernel only reads, the same along the loops (a scale per head:
+      // Swin V2's exp(clamp(logit_scale)) was computed at every step of its softmax).
       invariant = !v->masked && !ir::has_indirect(v->index) &&
-                  (available_.count(v->buffer) || (free_of_r(v->index) && hoistable_read(v)));
+                  ((point_results && available_.count(v->buffer)) ||
+                   (free_of_vars(v->index) && hoistable_read(v)));
       break;
     case Op::Guard:
       break;
     default:
       invariant = !v->args.empty();
-      for (const Value& a : v->args) invariant = invariant && row_invariant(a, known);
+      for (const Value& a : v->args)
+        invariant = invariant && invariant_along(a, vars, point_results, known);
   }
   known[v.get()] = invariant;
   return invariant;
+}
+
+std::vector<Expr> Emitter::r_vars() const {
+  std::vector<Expr> vars;
+  for (size_t j = 0; j < k_.rsizes.size(); ++j)
+    vars.push_back(Expr::symbol("r" + std::to_string(j)));
+  return vars;
+}
+
+std::vector<Value> Emitter::row_invariant_roots(const sched::Stage& stage,
+                                                const std::function<bool(Value)>& wanted) {
+  std::vector<Expr> vars = r_vars();
+  std::unordered_map<const ir::ScalarNode*, bool> known;
+  std::set<const ir::ScalarNode*> seen;
+  std::vector<Value> roots;
+  std::function<void(Value)> visit = [&](Value v) {
+    if (!seen.insert(v.get()).second || lookup(v)) return;
+    bool leaf = v.op() == Op::Constant || v.op() == Op::Load || v.op() == Op::IndexExpr;
+    if (!leaf && wanted(v) && invariant_along(v, vars, true, known)) {
+      roots.push_back(v);
+      return;
+    }
+    for (const Value& a : v->args) visit(a);
+  };
+  for (int mi : stage.members) visit(kernel_body(k_.members[mi]));
+  return roots;
 }
 
 bool Emitter::hoistable_read(Value v) const {
@@ -123,41 +151,17 @@ bool Emitter::hoistable_read(Value v) const {
 
 void Emitter::hoist_row_invariants(const sched::Stage& stage) {
   if (column() || k_.rsizes.empty()) return;
-  std::unordered_map<const ir::ScalarNode*, bool> known;
-  std::set<const ir::ScalarNode*> seen;
-  std::vector<Value> hoisted;
-  std::function<void(Value)> visit = [&](Value v) {
-    if (!seen.insert(v.get()).second || lookup(v)) return;
-    bool leaf = v.op() == Op::Constant || v.op() == Op::Load || v.op() == Op::IndexExpr;
-    if (!leaf && row_invariant(v, known)) {
-      hoisted.push_back(v);
-      return;
-    }
-    for (const Value& a : v->args) visit(a);
-  };
-  for (int mi : stage.members) visit(kernel_body(k_.members[mi]));
-  for (const Value& v : hoisted) value(v);
+  for (const Value& v : row_invariant_roots(stage, [](Value) { return true; })) value(v);
 }
 
 void Emitter::hoist_column_invariants(const sched::Stage& stage) {
   column_hoisted_.clear();
   if (!column() || k_.rsizes.empty()) return;
-  std::unordered_map<const ir::ScalarNode*, bool> known;
-  std::set<const ir::ScalarNode*> seen;
-  std::vector<Value> hoisted;
-  std::function<void(Value)> visit = [&](Value v) {
-    if (!seen.insert(v.get()).second) return;
-    bool leaf = v.op() == Op::Constant || v.op() == Op::Load || v.op() == Op::IndexExpr ||
-                v.op() == Op::Guard;
+  // (Floating values only: the per-lane arrays are float or double vectors' lanes.)
+  std::vector<Value> hoisted = row_invariant_roots(stage, [&](Value v) {
     DType d = v.dtype();
-    bool kept = graph::is_floating(d) && (d != DType::Float64 || !lanes_vec_);
-    if (!leaf && kept && row_invariant(v, known)) {
-      hoisted.push_back(v);
-      return;
-    }
-    for (const Value& a : v->args) visit(a);
-  };
-  for (int mi : stage.members) visit(kernel_body(k_.members[mi]));
+    return graph::is_floating(d) && (d != DType::Float64 || !lanes_vec_);
+  });
   if (hoisted.empty()) return;
   std::string block = std::to_string(k_.column_block);
   std::vector<std::string> arrays;

@@ -22,41 +22,15 @@ namespace coil::codegen::cpp {
 
 void Emitter::hoist_lane_invariant_indices(const std::string& var) {
   hoisted_checked_.clear();
-  Expr x = Expr::symbol(var);
-  auto free_of_x = [&](const Expr& e) {
-    for (const Expr& s : sym::free_symbols(e)) {
-      if (s == x) return false;
-    }
-    return true;
-  };
+  std::vector<Expr> vars{Expr::symbol(var)};
   std::unordered_map<const ir::ScalarNode*, bool> known;
-  // The same value at every step of the loop over x (a scalar computed from outer loop indices).
-  std::function<bool(Value)> invariant = [&](Value v) {
-    auto it = known.find(v.get());
-    if (it != known.end()) return it->second;
-    bool r = true;
-    switch (v.op()) {
-      case Op::Guard:
-        r = false;
-        break;
-      case Op::Load:
-      case Op::IndexExpr:
-        r = !v->masked && free_of_x(v->index);
-        break;
-      default:
-        break;
-    }
-    for (const Value& a : v->args) r = r && invariant(a);
-    known[v.get()] = r;
-    return r;
-  };
   for (const sched::Member& m : k_.members) {
     for (const Value& v : ir::topo_order({kernel_body(m)})) {
       if (v.op() != Op::Load || v->masked || hoisted_checked_.count(v.get())) continue;
       std::vector<Value> raw = ir::indirect_operands(v);
       if (raw.empty()) continue;
       bool same = true;
-      for (const Value& a : raw) same = same && invariant(a);
+      for (const Value& a : raw) same = same && invariant_along(a, vars, false, known);
       if (!same) continue;
       for (const Value& a : raw) value(a);
       hoisted_checked_[v.get()] = checked_index(v);
