@@ -386,6 +386,9 @@ class _GuardedCall:
         self.folder = folder
         self.keep_inputs = keep_inputs
         self.fallback = None
+        # Called once the graph has fallen back (coil_backend: the function's later calls then
+        # run Dynamo's graph as captured, see _Switchable).
+        self.on_failure = None
 
     def __call__(self, args):
         if self.fallback is not None:
@@ -397,6 +400,8 @@ class _GuardedCall:
             return self.call(args)
         except runtime.KernelFailure as e:
             self.fallback = _eager(self.gm, self.record, str(e), self.folder)[0]
+            if self.on_failure is not None:
+                self.on_failure(self.record)
             return self.fallback(inputs)
 
 
@@ -476,6 +481,8 @@ def _compilers(opts: config.Options, function: cudagraphs.Function,
 
     def compile_one(gm, example_inputs, kind):
         call, record, constants, graph_json = _compile_graph(gm, example_inputs, kind, opts)
+        if isinstance(call, _GuardedCall) and kind in ("inference", "forward"):
+            call.on_failure = function.kernel_failed
         if warm_key and kind == "inference" and graph_json and not constants and not record.dynamic:
             graph_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
             if graph_cache.trace_is_plain(function.num_dynamo_inputs, graph_inputs):
@@ -537,7 +544,7 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
         rewritten = attention_training.rewrite(gm, example_inputs, bool(opts.fallback_random))
         if rewritten is not None:
             try:
-                return _dynamo_graph_if_eager(aot(rewritten, example_inputs), gm, first)
+                return _dynamo_graph_if_eager(aot(rewritten, example_inputs), gm, first, function)
             except torch._dynamo.exc.TorchDynamoException:
                 raise  # Dynamo's own control flow (a restart of its analysis)
             except Exception as e:  # noqa: BLE001  (Dynamo's graph as it was, below)
@@ -552,10 +559,11 @@ def coil_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = No
         record = _new_record(gm, "inference", opts)
         _eager(gm, record, f"AOTAutograd did not trace the graph ({type(e).__name__}: {e})", None)
         return gm.forward
-    return _dynamo_graph_if_eager(compiled, gm, first)
+    return _dynamo_graph_if_eager(compiled, gm, first, function)
 
 
-def _dynamo_graph_if_eager(compiled, gm: torch.fx.GraphModule, first: int):
+def _dynamo_graph_if_eager(compiled, gm: torch.fx.GraphModule, first: int,
+                           function: cudagraphs.Function):
     """`compiled`, or Dynamo's own graph `gm` where coil sent the AOTAutograd graph it compiled
     (the inference graph, or a training graph's forward) to eager: run as Dynamo captured it,
     with torch's own composite ops and autograd, the graph costs what the user's eager program
@@ -564,7 +572,23 @@ def _dynamo_graph_if_eager(compiled, gm: torch.fx.GraphModule, first: int):
     H200: 18.6 ms against eager's 13.3). `first`: where this function's records begin."""
     eager = [r for r in _records[first:] if r.eager_fallback and r.kind in ("inference", "forward")]
     if not eager:
-        return compiled
+        return _switchable(compiled, gm, function)
     for r in eager:
         r.eager_reason += "; Dynamo's graph runs as captured"
     return gm.forward
+
+
+def _switchable(compiled, gm: torch.fx.GraphModule, function: cudagraphs.Function):
+    """`compiled`, until a kernel of its inference or forward graph fails at a call (a Triton
+    compile error at first launch: _GuardedCall runs that call's decomposed graph eagerly); from
+    then on Dynamo's graph `gm` as captured, which costs what the user's eager program does (see
+    _dynamo_graph_if_eager). A backward's failure is raised: its kernels compile before it runs."""
+
+    def run(*args):
+        if function.fell_back:
+            return gm.forward(*args)
+        return compiled(*args)
+
+    # What AOTAutograd hangs on its function (zero_grad, named_parameters, serialize) stays.
+    run.__dict__.update(getattr(compiled, "__dict__", {}))
+    return run

@@ -63,6 +63,13 @@ class Function:
     forward_captured: bool | None = None  # None until the forward graph compiles
     device_index: int | None = None
     last_forward_captured: bool = True
+    # A kernel of its inference or forward graph failed at a call (backend._GuardedCall): later
+    # calls run Dynamo's graph as captured (backend._switchable).
+    fell_back: bool = False
+
+    def kernel_failed(self, record) -> None:
+        self.fell_back = True
+        record.eager_reason += "; later calls run Dynamo's graph as captured"
 
 
 def device_of(gm: torch.fx.GraphModule) -> tuple[list, dict]:

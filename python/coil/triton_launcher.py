@@ -75,7 +75,21 @@ class Launcher:
             if cfg is None:
                 cfg = self._choose(tensors, xnumel, rnumel, ynumel, size_args)
                 self.chosen[bucket] = cfg
-            kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel, size_args)
+            try:
+                kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel, size_args)
+            except TypeError as e:
+                if ("arguments" not in str(e) or interpreting()
+                        or not hasattr(self.fn, "device_caches")):
+                    raise
+                # A C launcher that parsed another kernel's argument list ("takes exactly 22
+                # arguments (17 given)": crossvit_9_240 on the H100, 2026-12-05, once, not
+                # reproduced with fresh caches). Raised before anything ran: the kernel's
+                # compiled forms are dropped and loaded again, their launchers built anew on
+                # this thread, once, before the graph falls back.
+                print(f"[coil] {self.__name__}: launch rejected its arguments ({e}); "
+                      "reloading the kernel", file=sys.stderr)
+                self.fn.device_caches.clear()
+                kernel = self._launch(cfg, tensors, xnumel, rnumel, ynumel, size_args)
         except Exception as e:  # noqa: BLE001 - what it was goes into the KernelFailure
             # (The first launch at these sizes compiles the kernel: a compile error, or a launch
             # the GPU refuses, is the compiler's fault; the graph's call falls back.)

@@ -511,6 +511,27 @@ def test_kernel_failing_at_first_launch_falls_back(monkeypatch):
     torch.testing.assert_close(again, fn(x))
     (record,) = coil.compiled_graphs()
     assert record.eager_fallback and "IncompatibleType" in record.eager_reason, record.eager_reason
+    # Later calls run Dynamo's graph as captured (softmax whole), not AOTAutograd's decomposed
+    # one: a fallback costs what eager does (crossvit_9_240 on the H100, 2026-12-05: a launch
+    # failure's fallback took 17.5 ms against eager's 12.1).
+    assert "Dynamo's graph" in record.eager_reason, record.eager_reason
+    ops = _aten_ops_called(compiled, x)
+    assert "aten._softmax.default" in ops and "aten.amax.default" not in ops, ops
+
+
+def _aten_ops_called(fn, *args) -> set:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    called = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            called.add(str(func.name()).replace("::", ".").replace("aten.", "aten.", 1))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        fn(*args)
+    return {c if c.count(".") == 2 else c + ".default" for c in called}
 
 
 def test_cross_branches():
