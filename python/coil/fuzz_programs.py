@@ -303,6 +303,8 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
         return a.amin(d, keepdim=p["keepdim"])
     if op == "mean":
         return a.mean(d, keepdim=p["keepdim"])
+    if op == "cumsum_flat":  # (at least two dims flattened where there are two)
+        return a.flatten(0, min(max(d, 1), a.dim() - 1)).cumsum(0)
     if op == "var":
         return a.var(d, keepdim=p["keepdim"], correction=p["correction"])
     if op == "softmax":
@@ -454,6 +456,11 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
             # nll_loss's backward, one_hot). Decided without the generator: every seed drawn
             # before draws the same program but for this step.
             op = "argmax_onehot"
+        if op == "mean" and (len(vals) + params["dim"]) % 4 == 1:
+            # A quarter of the means become scans, decided without the generator as above: a
+            # cumsum over the leading dims flattened (long enough for coil's scan kernels, in
+            # column form where dims follow the scanned one, row form where none do).
+            op = "cumsum_flat"
         return Step(op, (i,), params)
     if kind == "view" and a.dim() > 0:
         op = rng.choice(VIEWS)

@@ -169,14 +169,32 @@ def test_short_scans_are_prefix_reductions(name, fn, dtype):
     check_lowered(fn, x)
 
 
-@pytest.mark.parametrize("length", [33, 256, 1000])
-def test_long_scans_stay_in_aten(length):
-    # Beyond realize_policy::kMaxPrefixReductionScan (32) a scan runs in ATen (n^2 work
-    # otherwise: 31x ATen's time at 256).
-    x = make_tensor((2, length))
-    check(lambda x: torch.cumsum(x, 1) + 1, x, atol=1e-4, rtol=1e-4)
-    if BACKEND == "coil":
-        assert [op for r in coil_records() for op in r.fallback_ops] == ["aten.cumsum.default"]
+LONG_SCANS = [
+    ("cumsum_row", lambda x: torch.cumsum(x, -1) + 1),
+    ("cumsum_first", lambda x: torch.cumsum(x * 2, 0)),
+    ("cumsum_middle", lambda x: torch.cumsum(x, 1)),
+    ("cumprod_row", lambda x: torch.cumprod(1 + x / 64, 2)),
+    ("cumprod_middle", lambda x: torch.cumprod(1 + x / 64, 1)),
+    ("cumsum_transposed", lambda x: torch.cumsum(x.transpose(0, 2), 0)),
+    ("cumsum_dtype", lambda x: torch.cumsum(x, 1, dtype=torch.float64)),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL, BF16], ids=dtype_id)
+@pytest.mark.parametrize("name,fn", LONG_SCANS, ids=[n for n, _ in LONG_SCANS])
+def test_long_scans_are_scan_kernels(name, fn, dtype):
+    # Beyond realize_policy::kMaxPrefixReductionScan (32) a scan is a kernel of its own that
+    # carries the running value (ir::Buffer::scan): row form along the innermost dim, column form
+    # (a loop over the scan, contiguous points side by side) along the others.
+    check_lowered(fn, make_tensor((35, 40, 37), dtype), atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("length", [33, 1000])
+def test_scans_of_a_symbolic_length(length):
+    check_lowered(lambda x: torch.cumsum(x, 1) * 2, make_tensor((3, length)), dynamic=True,
+                  atol=1e-4, rtol=1e-4)
+    check_lowered(lambda x: torch.cumprod(1 + x / 64, 0), make_tensor((length, 5)), dynamic=True,
+                  atol=1e-4, rtol=1e-4)
 
 
 def test_a_scan_of_32_is_a_prefix_reduction():

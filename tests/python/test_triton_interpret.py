@@ -417,6 +417,19 @@ def test_short_scans():
     assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
 
 
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_scan_kernels(dim):
+    # Scans longer than the prefix reductions take (ir::Buffer::scan): along the innermost dim a
+    # block row scanned with tl.cumsum plus the carry of the blocks before (persistent where the
+    # row fits a block), along the others a loop over the scan with RBLOCK=1 (column form).
+    x = make_tensor((35, 40, 1100 if dim == 2 else 37))
+    check_triton(lambda t: torch.cumsum(t, dim) + 1, x, atol=1e-3, rtol=1e-3)
+    check_triton(lambda t: torch.cumprod(1 + t[:, :, :37] / 64, dim), x, atol=1e-4, rtol=1e-4)
+    # bfloat16: the running value in float32 (the carry), each step stored in bfloat16.
+    check_triton(lambda t: torch.cumsum(t, dim), x.bfloat16(), atol=5e-2, rtol=2e-2)
+    assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
+
+
 # Layouts across extern calls (the family of tests/python/test_layouts.py), sampled: a
 # convolution fed channels-last / permuted-clone / transposed tensors and read through views, and
 # a matrix product with padded leading dimensions (as on CUDA).

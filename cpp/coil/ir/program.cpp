@@ -274,7 +274,10 @@ std::string Program::to_text() const {
           << "] <- " << name(b.body) << "\n";
       continue;
     }
-    if (b.is_reduction()) {
+    if (b.is_scan()) {
+      out << "  scan " << reduction_name(*b.scan) << " along dim " << b.scan_dim
+          << " ranges=" << exprs_text(b.ranges) << "\n";
+    } else if (b.is_reduction()) {
       out << "  reduction " << reduction_name(*b.reduction) << " ranges=" << exprs_text(b.ranges)
           << " reduction_ranges=" << exprs_text(b.reduction_ranges) << "\n";
     } else {

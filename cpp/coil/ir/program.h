@@ -138,6 +138,13 @@ struct Buffer {
   Value target;
   ScatterMode scatter_mode = ScatterMode::Store;
 
+  // Computed, a scan (cumsum, cumprod): element i along ranges[scan_dim] combines `body` (the
+  // term at each point, over the v-vars, in the accumulation dtype, which the running value
+  // keeps) at positions 0..i of that dim, stored in the buffer's dtype.
+  // A scan kernel runs alone (sched::Kernel::scan): x over the other dims, r0 along the scan.
+  std::optional<ReductionType> scan;
+  int scan_dim = -1;
+
   int extern_id = -1;  // Extern: index into Program::externs
 
   // Input: the graph may take its memory once it has read it for the last time (graph::Node::
@@ -149,6 +156,7 @@ struct Buffer {
 
   bool is_reduction() const { return reduction.has_value(); }
   bool is_scatter() const { return kind == Kind::Scatter; }
+  bool is_scan() const { return scan.has_value(); }
   // Computed or Scatter: coil generates the code that writes it.
   bool is_generated() const { return kind == Kind::Computed || kind == Kind::Scatter; }
   // The index this buffer's computation writes: layout.index(v0..v{n-1}) (Scatter: the target).

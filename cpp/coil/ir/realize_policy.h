@@ -44,16 +44,15 @@ inline constexpr int kUnrollPoolingWindowThreshold = 27;
 
 // Scans (cumsum, cumprod) along a dim of at most this many elements are lowered as a reduction of
 // each element's prefix (element i reduces x[0..i] under a mask): n^2 / 2 combines per row, but
-// one fused kernel with no scan machinery, and the reads are of a row already in cache. Longer
-// scans run in ATen (coil has no scan kernel yet). At 256 (the bound until 2026-12-04) the
-// quadratic work made cumsum over the last dim of 64x128x256 float32 31 ms against ATen's 1.0
-// (2 cores): past a few dozen elements the prefix reduction's n / 2 combines per element cost
-// more than the extern call's pass over memory.
+// fused with the scan's producers and readers. Longer ones are scan buffers (ir::Buffer::scan), a
+// kernel of their own that carries the running value along the dim. On 2 cores the prefix
+// reduction's n / 2 combines per element cost more than a pass over memory past a few dozen
+// elements (cumsum over the last dim of 64x128x256 float32 at 256: 31 ms, ATen's scan 1.0).
 inline constexpr int kMaxPrefixReductionScan = 32;
-// On a GPU the prefix reductions of a row run in parallel lanes and ATen's scan kernels add 16-bit
-// inputs in their own dtype, rounding every partial sum: there coil keeps its float32 prefix
-// reduction up to 256 elements (the bound everywhere before 2026-12-04).
-inline constexpr int kMaxPrefixReductionScanGpu = 256;
+// On a GPU every output element of a prefix reduction re-reads its prefix: at 33 elements
+// (cumprod over dim 1 of 1021x33x1024 float32, H100 2026-12-05) it took 19x Inductor's time,
+// at 128 and 256 31x and 52x. Past a handful the scan kernel wins.
+inline constexpr int kMaxPrefixReductionScanGpu = 8;
 
 // The longest scan lowered as a prefix reduction on `device`.
 inline int max_prefix_reduction_scan(const std::string& device) {

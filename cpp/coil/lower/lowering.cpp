@@ -340,6 +340,27 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
   return read_buffer(buf.name, buf.layout);
 }
 
+TensorBox Lowering::add_scan(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
+                             int dim, ir::ReductionType type, Value body,
+                             std::set<std::string> origins) {
+  ir::Buffer buf;
+  buf.name = new_buffer_name();
+  buf.kind = ir::Buffer::Kind::Computed;
+  buf.layout.dtype = out_dtype;
+  buf.layout.device = device;
+  buf.layout.sizes = ranges;
+  buf.layout.strides = ir::Layout::contiguous_strides(ranges);
+  buf.layout.offset = 0;
+  buf.ranges = std::move(ranges);
+  buf.scan = type;
+  buf.scan_dim = dim;
+  buf.body = body;
+  buf.origins = std::move(origins);
+  if (current_) buf.origins.insert(current_->name);
+  prog_.buffers.push_back(buf);
+  return read_buffer(buf.name, buf.layout);
+}
+
 TensorBox Lowering::add_scatter(const TensorBox& base, std::vector<Expr> ranges,
                                 const std::vector<Expr>& position, Value value,
                                 ir::ScatterMode mode) {

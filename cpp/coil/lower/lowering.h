@@ -207,6 +207,11 @@ class Lowering {
   TensorBox add_reduction(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
                           std::vector<Expr> reduction_ranges, ir::ReductionType type, Value body,
                           std::set<std::string> origins);
+  // Adds a scan buffer (contiguous over `ranges`): element i along ranges[dim] combines `body`
+  // (over the v-vars, in the accumulation dtype) at positions 0..i of that dim, stored as
+  // out_dtype. Returns a box reading it.
+  TensorBox add_scan(DType out_dtype, const std::string& device, std::vector<Expr> ranges, int dim,
+                     ir::ReductionType type, Value body, std::set<std::string> origins);
   // Adds a scatter: a copy of `base` (contiguous) that, for each point of `ranges` (v-vars),
   // combines `value` into the element at `position` (one index per dim of base, mentioning
   // indirect symbols). Returns a box reading the result.

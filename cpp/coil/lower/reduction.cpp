@@ -294,17 +294,28 @@ TensorBox vector_norm(Lowering& L, const TensorBox& x, double ord, const ReduceS
   return r;
 }
 
-// cumsum/cumprod(x, dim, dtype=None): element i along dim combines x[0..i], as a reduction over
-// the whole dim masked to the prefix (realize_policy::kMaxPrefixReductionScan says up to which
-// length). The combine runs in the output's accumulation dtype (int64 for integer inputs).
+// cumsum/cumprod(x, dim, dtype=None): element i along dim combines x[0..i]. Short dims
+// (realize_policy::max_prefix_reduction_scan) as a reduction over the whole dim masked to the
+// prefix, which fuses with its producers and readers; longer or symbolic ones as a scan buffer
+// (a kernel of its own that carries the running value along the dim). The combine runs in the
+// output's accumulation dtype (int64 for integer inputs, float32 for 16-bit floats).
 std::vector<TensorBox> lower_prefix_scan(Lowering& L, const Node& n, ReductionType type) {
   const TensorBox& x = L.box_of(n, 0);
   const graph::TensorMeta& m = L.meta(n);
   if (x.rank() == 0) return {with_dtype(x, m.dtype)};
   size_t dim = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
   auto len = x.sizes[dim].as_int();
-  if (!len || *len > ir::realize_policy::max_prefix_reduction_scan(x.device)) return {};
   DType acc = acc_dtype(x.dtype, m.dtype);
+  if (!len || *len > ir::realize_policy::max_prefix_reduction_scan(x.device)) {
+    // Triton kernels keep the running value in registers and store it in the output's dtype (a
+    // bfloat16 cumsum is one pass); C++ column-form kernels read the previous step back from the
+    // buffer, which then holds the accumulation dtype.
+    DType stored = L.options().triton ? m.dtype : acc;
+    std::vector<Expr> at = ir::index_vars(x.rank());
+    TensorBox r = L.add_scan(stored, x.device, x.sizes, static_cast<int>(dim), type,
+                             ir::cast(x.load(at), acc), x.origins);
+    return {with_dtype(r, m.dtype)};
+  }
   std::vector<Expr> idx = ir::index_vars(x.rank());
   Expr u = ir::reduction_var(0);
   std::vector<Expr> at = idx;

@@ -331,6 +331,7 @@ std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel
                                            const Kernel& b) {
   if (is_scatter_kernel(prog, a) || is_scatter_kernel(prog, b))
     return std::string("a scatter kernel runs alone (it stores at data-dependent positions)");
+  if (a.scan || b.scan) return std::string("a scan kernel runs alone (its loop over r stores)");
   if (auto buf = indirect_read_between(prog, a, b))
     return "reads " + *buf + " through an indirect index (a data-dependent position)";
   const Kernel* host = &a;

@@ -77,6 +77,14 @@ struct Kernel {
   // is rendered once per point of them inside the loop over x[n-1-unrolled], the vector loop
   // (plan_short_loops).
   int unrolled = 0;
+  // A scan kernel (its one member an ir::Buffer scan): x over the buffer's other dims, r0 along
+  // the scan, each step storing the running combine. scan_column: the scan dim is not the
+  // innermost of the output's layout, whose x dims after it are contiguous: the renderers run
+  // the scan as a sequential loop over r0 with the x points side by side (C++: the inner x loops
+  // innermost, each step combining the previous row; Triton: RBLOCK=1 looped, XBLOCK x points per
+  // program), not as a scan within a block row (choose_scan_form).
+  bool scan = false;
+  bool scan_column = false;
   // GPU (Triton) kernels whose reduction rows fit a block (persistent_on_gpu): each row stays in
   // registers across the kernel's stages, so an inner value a later stage reads needs no buffer.
   bool rows_in_registers = false;
@@ -127,6 +135,8 @@ struct Schedule {
 // ---- passes ----
 std::vector<Access> buffer_reads(const ir::Buffer& b);  // in the buffer's v/u variables
 bool is_scatter_kernel(const ir::Program& prog, const Kernel& k);
+// The kernel of scan buffer `b` (Program::buffers[index]): see Kernel::scan.
+Kernel scan_kernel(const ir::Program& prog, int index);
 // How far `index` moves for one step of vars[ix] and one of vars[ir] (split_reduction.cpp): its
 // affine coefficients, or, where a modulo or division makes it piecewise, the steps from the
 // origin. nullopt where another symbol (a size) or a symbolic coefficient is involved.

@@ -209,7 +209,7 @@ void choose_loop_order(const ir::Program& prog, Schedule& s) {
   for (Kernel& k : s.kernels) {
     // A scatter's updates run in the order of their index tensor, as eager's do (it decides which
     // duplicate wins a store, and the rounding of reduced-precision sums).
-    if (is_scatter_kernel(prog, k)) continue;
+    if (is_scatter_kernel(prog, k) || k.scan) continue;
     order_loops(prog, k);
     choose_cpu_strategy(prog, k);
   }
@@ -281,7 +281,45 @@ void order_loops(const ir::Program& prog, Kernel& k) {
   }
 }
 
+Kernel scan_kernel(const ir::Program& prog, int index) {
+  const ir::Buffer& b = prog.buffers[index];
+  Kernel k;
+  k.scan = true;
+  k.decisions = b.notes;
+  Member m;
+  m.buffer = index;
+  m.inner = true;
+  for (size_t d = 0; d < b.ranges.size(); ++d) {
+    Expr var = ir::index_var(static_cast<int>(d));
+    if (static_cast<int>(d) == b.scan_dim) {
+      m.var_map[var] = rvar(0);
+      k.rsizes.push_back(b.ranges[d]);
+      continue;
+    }
+    m.var_map[var] = xvar(static_cast<int>(k.xsizes.size()));
+    k.xsizes.push_back(b.ranges[d]);
+  }
+  k.members.push_back(m);
+  // Column form where one step along the scan moves more than one element of the output and
+  // the last x dim is contiguous (see Kernel::scan_column).
+  std::vector<Expr> vars;
+  for (size_t i = 0; i < k.xsizes.size(); ++i) vars.push_back(xvar(static_cast<int>(i)));
+  vars.push_back(rvar(0));
+  auto aff = sym::as_affine(sym::substitute(b.write_index(), m.var_map), vars);
+  bool r_contiguous = aff && aff->coeffs.back() == Expr(1);
+  bool x_contiguous = aff && vars.size() >= 2 && aff->coeffs[vars.size() - 2] == Expr(1);
+  k.scan_column = !r_contiguous && x_contiguous;
+  k.decisions.push_back(std::string("scan ") + ir::reduction_name(*b.scan) + " along r0 (dim " +
+                        std::to_string(b.scan_dim) + "): " +
+                        (k.scan_column ? "column form (the x points after the scan dim are "
+                                         "contiguous): a sequential loop over r0, x points side "
+                                         "by side"
+                                       : "row form: each x point's row scanned in order"));
+  return k;
+}
+
 bool persistent_on_gpu(const Kernel& k) {
+  if (k.scan && k.scan_column) return false;
   bool inner = k.has_reduction();
   for (const Stage& st : k.stages) inner |= st.inner;
   if (!inner) return false;
@@ -312,6 +350,10 @@ Schedule schedule_program(ir::Program& prog, const ScheduleOptions& opts) {
   for (size_t i = 0; i < prog.buffers.size(); ++i) {
     const ir::Buffer& b = prog.buffers[i];
     if (!b.is_generated()) continue;
+    if (b.is_scan()) {
+      s.kernels.push_back(scan_kernel(prog, static_cast<int>(i)));
+      continue;
+    }
     Kernel k;
     k.xsizes = b.ranges;
     k.rsizes = b.reduction_ranges;

@@ -588,5 +588,25 @@ TEST(CppKernel, ColumnBlocksLeaveTwoPerThreadUpTo1024Columns) {
         << code;
   }
 }
+TEST(CppKernel, ScansCarryTheirRunningValue) {
+  // Row form: one accumulator per x point, r0 innermost. Column form: the contiguous x loop
+  // innermost, each step adding its row to the one stored before it.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 40, 48}));
+  Arg row = b.call("cumsum", "aten.cumsum.default", {x, iarg(2)}, contiguous({4, 40, 48}));
+  Arg col = b.call("cumsum_1", "aten.cumsum.default", {x, iarg(1)}, contiguous({4, 40, 48}));
+  Rendered r = render(b.finish({row, col}));
+  ASSERT_EQ(r.kernels.size(), 2u);
+  const std::string& rows = r.kernels[0].code;
+  EXPECT_TRUE(contains(rows, "float acc = float(0);")) << rows;
+  EXPECT_TRUE(contains(rows, "acc = acc + tmp0;")) << rows;
+  EXPECT_TRUE(contains(rows, "out_ptr0[r0 + 1920*x0 + 48*x1] = acc;")) << rows;
+  const std::string& cols = r.kernels[1].code;
+  EXPECT_TRUE(contains(cols, "for (int64_t r0 = 1; r0 < 40; ++r0) {")) << cols;
+  EXPECT_TRUE(contains(
+      cols, "out_ptr0[48*r0 + 1920*x0 + x1] = out_ptr0[48*r0 + 1920*x0 + x1 - 48] + tmp1;"))
+      << cols;
+}
+
 }  // namespace
 }  // namespace coil::codegen

@@ -124,5 +124,33 @@ TEST(Scheduler, ScheduleTextOfAReductionKernel) {
             "  buf2: allocated at step 0, kept (output)\n");
 }
 
+TEST(Scheduler, ScansRunAloneWithTheScanDimAsR) {
+  // cumsum over dim 1 of [4, 40, 48] (longer than the prefix reductions take): x over dims 0 and
+  // 2, r0 along the scan; the x points after it are contiguous, so column form. The reader (* 2)
+  // does not fuse into it.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 40, 48}));
+  Arg c = b.call("cumsum", "aten.cumsum.default", {x, test::iarg(1)}, contiguous({4, 40, 48}));
+  Arg m = b.call("mul", "aten.mul.Tensor", {c, test::farg(2.0)}, contiguous({4, 40, 48}));
+  ir::Program prog = lower::lower_graph(b.finish({m}));
+  Schedule s = schedule_program(prog);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  const Kernel& k = s.kernels[0];
+  EXPECT_TRUE(k.scan && k.scan_column);
+  EXPECT_EQ(k.xsizes, (std::vector<Expr>{Expr(4), Expr(48)}));
+  EXPECT_EQ(k.rsizes, (std::vector<Expr>{Expr(40)}));
+  EXPECT_EQ(s.verdicts.at(0).reason, "a scan kernel runs alone (its loop over r stores)");
+
+  // Over the last dim: row form.
+  GraphBuilder b2;
+  Arg y = b2.input("arg0_1", contiguous({4, 40}));
+  Arg c2 = b2.call("cumsum", "aten.cumsum.default", {y, test::iarg(-1)}, contiguous({4, 40}));
+  ir::Program prog2 = lower::lower_graph(b2.finish({c2}));
+  Schedule s2 = schedule_program(prog2);
+  ASSERT_EQ(s2.kernels.size(), 1u);
+  EXPECT_TRUE(s2.kernels[0].scan);
+  EXPECT_FALSE(s2.kernels[0].scan_column);
+}
+
 }  // namespace
 }  // namespace coil::sched

@@ -412,6 +412,8 @@ class Emitter {
   }
 
   void render_loops();
+  // A scan kernel's loops (sched::Kernel::scan; cpp_scan.cpp).
+  void render_scan();
 
   // Whether this pointwise kernel streams its vector stores (kStreamMinBytes): vector form
   // allowed, no scatter, no function such as exp or erf bounding it (ir::computes_inexactly),

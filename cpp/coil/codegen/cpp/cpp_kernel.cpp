@@ -77,7 +77,7 @@ std::string Emitter::header_comment(const std::string& name) const {
   c << "// " << name << "\n";
   for (const std::string& l : provenance_lines(prog_, s_, k_)) c << "// " << l << "\n";
   for (const auto& d : k_.decisions) c << "// decision: " << d << "\n";
-  if (k_.has_reduction() && k_.column_block == 0) {
+  if (k_.has_reduction() && k_.column_block == 0 && !k_.scan) {
     c << "// decision: reduction looped over r inside each x point (CPU)\n";
   }
   if (stream_ && vectorized_) {
@@ -486,6 +486,10 @@ bool Emitter::plan_stream_stores(bool tiled) const {
 }
 
 void Emitter::render_loops() {
+  if (k_.scan) {
+    render_scan();
+    return;
+  }
   indent_ = 1;
   Expr work = 1;
   for (const Expr& e : k_.xsizes) work = work * e;

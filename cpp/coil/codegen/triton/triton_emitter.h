@@ -120,6 +120,9 @@ class Emitter {
 
   std::string index_dtype() const { return int64_ ? "tl.int64" : "tl.int32"; }
   void emit_reduction_step(const sched::Member& m);
+  // A scan member (ir::Buffer::scan) inside its loop over r: the block row scanned, plus the
+  // carry of the earlier blocks (looped) or the whole row at once (persistent).
+  void emit_scan_step(const sched::Member& m);
 
   struct PendingResult {
     const sched::Member* member;

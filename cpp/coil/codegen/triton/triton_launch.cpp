@@ -178,6 +178,20 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     }
     p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
                           std::to_string(xnumel) + "), configs " + configs_text(cs));
+  } else if (k.scan && k.scan_column) {
+    // A scan along a strided dim: each program walks r0 in order, XBLOCK neighbouring x points
+    // side by side (coalesced), one step of the scan per iteration.
+    p.launch.kind = "reduction";
+    for (LaunchConfig c :
+         {LaunchConfig{256, 1, 4}, LaunchConfig{1024, 1, 8}, LaunchConfig{64, 1, 2}}) {
+      c.xblock = std::min(c.xblock, xcap);
+      add_config(cs, c);
+    }
+    p.decisions.push_back(
+        "scan strategy: column (the x points after the scan dim are "
+        "contiguous): RBLOCK=1, a loop over r0 carrying each x point's running "
+        "value; configs " +
+        configs_text(cs));
   } else if (sched::persistent_on_gpu(k) && rnumel <= sched::kPersistentMaxRnumel) {
     p.launch.kind = "persistent_reduction";
     p.persistent = true;

@@ -392,6 +392,25 @@ std::string reduction_combine(ReductionType t, DType d, const std::string& acc,
   throw std::logic_error("triton codegen: argmax/argmin combine pairs (value, index)");
 }
 
+std::string scan_text(ReductionType t, DType d, const std::string& block) {
+  switch (t) {
+    case ReductionType::Sum:
+      return "tl.cumsum(" + block + ", 1)";
+    case ReductionType::Prod:
+      return "tl.cumprod(" + block + ", 1)";
+    case ReductionType::Max:
+      if (is_float(d)) return "tl.associative_scan(" + block + ", 1, coil_max_combine)";
+      break;
+    case ReductionType::Min:
+      if (is_float(d)) return "tl.associative_scan(" + block + ", 1, coil_min_combine)";
+      break;
+    default:
+      break;
+  }
+  throw std::logic_error(std::string("triton codegen: no scan form for ") + ir::reduction_name(t) +
+                         " of " + graph::dtype_name(d));
+}
+
 std::string reduction_final(ReductionType t, DType d, const std::string& block) {
   bool f = is_float(d);
   bool boolean = d == DType::Bool;

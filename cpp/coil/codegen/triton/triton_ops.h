@@ -51,5 +51,8 @@ std::string scatter_op_text(ir::ScatterMode m, graph::DType d);
 
 // Reduces `block` along axis 1, keeping a [XBLOCK, 1] result.
 std::string reduction_final(ir::ReductionType t, graph::DType d, const std::string& block);
+// The inclusive scan of an [XBLOCK, RBLOCK] block along axis 1 (cumsum, cumprod; running
+// max/min propagate NaN).
+std::string scan_text(ir::ReductionType t, graph::DType d, const std::string& block);
 
 }  // namespace coil::codegen::triton

@@ -167,6 +167,39 @@ void Emitter::emit_reduction_step(const sched::Member& m) {
   line(acci + " = tl.where(" + mask + ", " + acci + "_next, " + acci + ")");
 }
 
+void Emitter::emit_scan_step(const sched::Member& m) {
+  const ir::Buffer& b = prog_.buffers[m.buffer];
+  Value body = kernel_body(m);
+  DType t = body.dtype();
+  ir::ReductionType rt = *b.scan;
+  std::string v = full_block(value(body), body);
+  std::string masked = v;
+  if (plan_.rmask) {
+    masked = "tmp" + std::to_string(next_tmp_++);
+    line(masked + " = tl.where(rmask, " + v + ", " + triton::reduction_identity(rt, t) + ")");
+  }
+  std::string scanned = "tmp" + std::to_string(next_tmp_++);
+  if (k_.scan_column) {
+    // RBLOCK=1 (plan_launch): one step of the scan per iteration.
+    std::string carry = "carry_" + b.name;
+    line(scanned + " = " + triton::reduction_combine(rt, t, carry, masked));
+    line(carry + " = " + scanned);
+    finish_member(b, m, scanned, t, kRows | kCols, false);
+    return;
+  }
+  line(scanned + " = " + triton::scan_text(rt, t, masked));
+  if (!plan_.persistent) {
+    // The blocks before this one, combined into each lane of it.
+    std::string carry = "carry_" + b.name;
+    std::string with_carry = "tmp" + std::to_string(next_tmp_++);
+    line(with_carry + " = " + triton::reduction_combine(rt, t, carry, scanned));
+    line(carry + " = " +
+         triton::reduction_combine(rt, t, carry, triton::reduction_final(rt, t, masked)));
+    scanned = with_carry;
+  }
+  finish_member(b, m, scanned, t, kRows | kCols, false);
+}
+
 void Emitter::render_stage(const sched::Stage& stage, int index) {
   stage_needs_barrier_ = false;
   if (!stage.inner) {
@@ -199,6 +232,13 @@ void Emitter::render_stage(const sched::Stage& stage, int index) {
              ")");
       }
     }
+    for (int mi : stage.members) {
+      const ir::Buffer& b = prog_.buffers[k_.members[mi].buffer];
+      if (!b.is_scan()) continue;
+      DType t = b.body.dtype();
+      line("carry_" + b.name + " = tl.full([XBLOCK, 1], " + triton::reduction_identity(*b.scan, t) +
+           ", " + triton::dtype_text(t) + ")");
+    }
     line("for roffset in range(0, rnumel, RBLOCK):");
     ++indent_;
     used_.clear();
@@ -212,6 +252,8 @@ void Emitter::render_stage(const sched::Stage& stage, int index) {
     const sched::Member& m = k_.members[mi];
     if (prog_.buffers[m.buffer].is_reduction()) {
       emit_reduction_step(m);
+    } else if (prog_.buffers[m.buffer].is_scan()) {
+      emit_scan_step(m);
     } else {
       emit_pointwise(m);
     }
