@@ -25,13 +25,22 @@ CASES = [  # (op, shape, dim, dtype)
     ("cumsum", (256, 4096), 0, torch.bfloat16),
     ("cumprod", (512, 3, 1024), 1, torch.float32),
     ("cumsum", (64, 12, 1024), 2, torch.float32),
+    ("cummax", (1024, 128, 256), 2, torch.float32),
+    ("cummax", (256, 512, 64), 1, torch.float32),
+    ("cummin", (4096, 1024), 0, torch.bfloat16),
 ]
 
 
 def fn_for(op, dim):
     if op == "cumsum":
         return lambda x: torch.cumsum(x, dim)
+    if op in ("cummax", "cummin"):
+        return lambda x: getattr(torch, op)(x * 1.5 - 0.25, dim)
     return lambda x: torch.cumprod(1 + x / 64, dim)
+
+
+def _values(out):
+    return (out[0] if isinstance(out, tuple) else out).double()
 
 
 def main():
@@ -49,9 +58,12 @@ def main():
         torch._dynamo.reset()
         runs = {"eager": fn, "coil": torch.compile(fn, backend="coil"),
                 "inductor": torch.compile(fn, backend="inductor")}
-        ref = fn(x.double()).to(dtype)
-        for name, f in runs.items():
-            torch.testing.assert_close(f(x).float(), ref.float(), rtol=2e-2, atol=2e-2)
+        ref = _values(fn(x.double()))
+        # (Eager's 16-bit scans on CUDA round every partial sum: only the compilers are held to
+        # the float64 result; eager's error is printed.)
+        for name in ("coil", "inductor"):
+            torch.testing.assert_close(_values(runs[name](x)), ref, rtol=2e-2, atol=5e-2)
+        eager_err = (_values(fn(x)) - ref).abs().max().item()
         calls = 10 if dev == "cuda" else 1
         times = {k: [] for k in runs}
         for _ in range(15):
@@ -61,8 +73,8 @@ def main():
         r = med["coil"] / med["inductor"]
         ratios.append(r)
         case = f"{op} {'x'.join(map(str, shape))} dim{dim} {str(dtype)[6:]}"
-        print(f"{case:44s} {med['coil']:8.3f} {med['inductor']:8.3f} {med['eager']:9.3f} {r:9.2f}x",
-              flush=True)
+        print(f"{case:44s} {med['coil']:8.3f} {med['inductor']:8.3f} {med['eager']:9.3f} {r:9.2f}x"
+              f"   (eager's max error {eager_err:.3g})", flush=True)
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"geomean coil/Inductor {geo:.2f}x over {len(ratios)} cases; worst {max(ratios):.2f}x")
 

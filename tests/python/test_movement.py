@@ -230,6 +230,20 @@ def test_cumulative_extremes_and_logcumsumexp(name, fn, dtype):
     check_lowered(fn, x)
 
 
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL, BF16], ids=dtype_id)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_long_cumulative_extremes_scan(dim, dtype):
+    # Beyond the prefix reductions: a running max (min) scan, then a scan of the positions that
+    # hold their prefix's extreme. Ties (small integers), NaNs and infinities as above; the scan
+    # dim in row form (1) and column form (0).
+    x = torch.randint(-2, 3, (40, 45)).to(dtype)
+    if dtype.is_floating_point:
+        x[1, 3], x[2, 5], x[2, 7], x[3, 0], x[30, 40] = (float("nan"),) * 3 + (float("-inf"),) * 2
+        x[5, 2], x[33, 1] = float("nan"), float("inf")
+        x[0, :2] = float("-inf")
+    check_lowered(lambda t: (torch.cummax(t, dim), torch.cummin(t * 1, dim)), x)
+
+
 @pytest.mark.parametrize("p", [2.0, 1.0, 3.5, float("inf")])
 def test_dist(p):
     check_lowered(lambda a, b: torch.dist(a, b, p), make_tensor((3, 4)), make_tensor((4,)))

@@ -427,6 +427,10 @@ def test_scan_kernels(dim):
     check_triton(lambda t: torch.cumprod(1 + t[:, :, :37] / 64, dim), x, atol=1e-4, rtol=1e-4)
     # bfloat16: the running value in float32 (the carry), each step stored in bfloat16.
     check_triton(lambda t: torch.cumsum(t, dim), x.bfloat16(), atol=5e-2, rtol=2e-2)
+    # cummax/cummin: a running extreme, then the positions holding it (ties and NaNs as eager).
+    y = torch.randint(-2, 3, (35, 40, 37)).float()
+    y[1, 3, 4], y[7, 30, 36], y[20, 2, 2] = float("nan"), float("nan"), float("-inf")
+    check_triton(lambda t: (torch.cummax(t, dim), torch.cummin(t.long(), dim)), y)
     assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
 
 

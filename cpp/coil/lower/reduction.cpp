@@ -354,11 +354,35 @@ Value extreme(DType d, bool lowest) {
 // is eager's, the *last* position holding it (eager replaces on >=), and the last NaN once one has
 // appeared. An arg-reduction keeps the first position, so it walks the prefix backwards: u = 0 is
 // element i itself, u = i the first element, and the answer is i - u.
+//
+// Longer (or symbolic) dims scan: the values a running max (min), then the indices a running max
+// of the positions that hold their prefix's extreme (x_j == m_j, or a NaN), -1 elsewhere: the
+// last such position is eager's index (at j the extreme was reached or tied, which eager's >=
+// replaces; a NaN replaces any value and each later NaN the one before).
+std::vector<TensorBox> scanned_extreme(Lowering& L, const Node& n, const TensorBox& x, size_t dim,
+                                       bool is_max) {
+  DType acc = graph::is_floating(x.dtype) ? opmath(x.dtype) : DType::Int64;
+  ReductionType type = is_max ? ReductionType::Max : ReductionType::Min;
+  std::vector<Expr> idx = ir::index_vars(x.rank());
+  Value xj = ir::cast(x.load(idx), acc);
+  TensorBox values = L.add_scan(acc, x.device, x.sizes, static_cast<int>(dim), type, xj, x.origins);
+  Value mj = ir::cast(values.load(idx), acc);
+  Value holds = ir::binary(Op::Eq, xj, mj);
+  if (graph::is_floating(acc)) holds = ir::binary(Op::LogicalOr, holds, ir::unary(Op::IsNan, xj));
+  Value position = ir::where(holds, index_of(idx[dim]), ir::int_constant(-1, DType::Int64));
+  TensorBox indices = L.add_scan(DType::Int64, x.device, x.sizes, static_cast<int>(dim),
+                                 ReductionType::Max, position, x.origins);
+  return {with_dtype(values, L.meta(n, 0).dtype), with_dtype(indices, L.meta(n, 1).dtype)};
+}
+
 std::vector<TensorBox> lower_cumulative_extreme(Lowering& L, const Node& n, bool is_max) {
   const TensorBox& x = L.box_of(n, 0);
   if (x.rank() == 0) return {};
   auto dim = short_scan_dim(L, n, x);
-  if (!dim) return {};
+  if (!dim) {
+    size_t d = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
+    return scanned_extreme(L, n, x, d, is_max);
+  }
   DType acc = graph::is_floating(x.dtype) ? opmath(x.dtype) : DType::Int64;
   std::vector<Expr> idx = ir::index_vars(x.rank());
   Expr u = ir::reduction_var(0);

@@ -398,11 +398,12 @@ std::string scan_text(ReductionType t, DType d, const std::string& block) {
       return "tl.cumsum(" + block + ", 1)";
     case ReductionType::Prod:
       return "tl.cumprod(" + block + ", 1)";
+    // (coil_max_combine: NaN-propagating for floats, plain for integers.)
     case ReductionType::Max:
-      if (is_float(d)) return "tl.associative_scan(" + block + ", 1, coil_max_combine)";
+      if (d != DType::Bool) return "tl.associative_scan(" + block + ", 1, coil_max_combine)";
       break;
     case ReductionType::Min:
-      if (is_float(d)) return "tl.associative_scan(" + block + ", 1, coil_min_combine)";
+      if (d != DType::Bool) return "tl.associative_scan(" + block + ", 1, coil_min_combine)";
       break;
     default:
       break;
