@@ -332,3 +332,29 @@ def test_gpt2_forward(attn, dtype):
     bound = {F32: 1e-5, BF16: 2e-2, F16: 3e-3}[dtype]
     err = _rel_err(actual, expected)
     assert err < bound, (attn, dtype, err)
+
+
+def test_bad_index_asserts_on_the_device():
+    # Triton kernels report a bad indirect index in one buffer per device, allocated once
+    # (runtime.index_error_buffer); the wrapper asserts its ok slot without waiting for the
+    # device. The assert ends the CUDA context, so the program runs in a process of its own.
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, coil\n"
+        "f = torch.compile(lambda x, i: x[i] + 1, backend='coil')\n"
+        "x = torch.randn(8, device='cuda')\n"
+        "good = torch.tensor([1, 7], device='cuda')\n"
+        "for _ in range(3):\n"
+        "    assert torch.equal(f(x, good), x[good] + 1)\n"
+        "torch.cuda.synchronize()\n"
+        "print('good indices ok', flush=True)\n"
+        "f(x, torch.tensor([1, 9], device='cuda'))\n"
+        "torch.cuda.synchronize()\n"
+        "print('bad index not reported', flush=True)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "good indices ok" in r.stdout, r.stdout + r.stderr
+    assert r.returncode != 0 and "bad index not reported" not in r.stdout, r.stdout + r.stderr
+    assert "device-side assert" in r.stderr or "out of bounds" in r.stderr, r.stderr[-2000:]

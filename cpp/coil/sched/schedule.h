@@ -79,10 +79,10 @@ struct Kernel {
   int unrolled = 0;
   // A scan kernel (its one member an ir::Buffer scan): x over the buffer's other dims, r0 along
   // the scan, each step storing the running combine. scan_column: the scan dim is not the
-  // innermost of the output's layout, whose x dims after it are contiguous: the renderers run
-  // the scan as a sequential loop over r0 with the x points side by side (C++: the inner x loops
-  // innermost, each step combining the previous row; Triton: RBLOCK=1 looped, XBLOCK x points per
-  // program), not as a scan within a block row (choose_scan_form).
+  // innermost of the output's layout, whose x dims after it are contiguous: the renderers put
+  // those x points side by side (C++: the inner x loops innermost, each step of r0 combining the
+  // row stored before; Triton: [XBLOCK, RBLOCK] blocks with configs for a strided r, never
+  // persistent).
   bool scan = false;
   bool scan_column = false;
   // GPU (Triton) kernels whose reduction rows fit a block (persistent_on_gpu): each row stays in

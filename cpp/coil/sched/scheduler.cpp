@@ -312,9 +312,8 @@ Kernel scan_kernel(const ir::Program& prog, int index) {
   k.decisions.push_back(std::string("scan ") + ir::reduction_name(*b.scan) + " along r0 (dim " +
                         std::to_string(b.scan_dim) + "): " +
                         (k.scan_column ? "column form (the x points after the scan dim are "
-                                         "contiguous): a sequential loop over r0, x points side "
-                                         "by side"
-                                       : "row form: each x point's row scanned in order"));
+                                         "contiguous: they go side by side)"
+                                       : "row form (each x point's row scanned along r0)"));
   return k;
 }
 

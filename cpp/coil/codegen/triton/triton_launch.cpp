@@ -179,18 +179,29 @@ LaunchPlan plan_launch(const sched::Kernel& k) {
     p.decisions.push_back("pointwise: x sizes flattened into one xindex (xnumel=" +
                           std::to_string(xnumel) + "), configs " + configs_text(cs));
   } else if (k.scan && k.scan_column) {
-    // A scan along a strided dim: each program walks r0 in order, XBLOCK neighbouring x points
-    // side by side (coalesced), one step of the scan per iteration.
+    // A scan along a strided dim (the x points after it contiguous): blocks of XBLOCK
+    // neighbouring x points (coalesced) by RBLOCK steps of the scan, each block row scanned and
+    // carried into the next. Few x points want tall blocks (32768x8 over dim 0 took 37x
+    // Inductor's time one step per iteration, H200 2026-12-05); many want wide ones, several
+    // steps per iteration keeping loads in flight (a running value that waits on one load per
+    // step is bound by its latency). The candidates span both; tuning picks.
     p.launch.kind = "reduction";
+    int64_t rcap = next_pow2(std::max<int64_t>(rnumel, 1));
     for (LaunchConfig c :
-         {LaunchConfig{256, 1, 4}, LaunchConfig{1024, 1, 8}, LaunchConfig{64, 1, 2}}) {
+         {LaunchConfig{64, 16, 4}, LaunchConfig{128, 8, 4}, LaunchConfig{32, 64, 4},
+          LaunchConfig{8, 256, 4}, LaunchConfig{4, 1024, 8}, LaunchConfig{256, 4, 8}}) {
       c.xblock = std::min(c.xblock, xcap);
+      c.rblock = std::min(c.rblock, rcap);
       add_config(cs, c);
     }
+    // Few x points: the first candidate is the tallest block (untuned kernels keep it).
+    if (xnumel < 1024)
+      std::stable_sort(cs.begin(), cs.end(),
+                       [](const auto& a, const auto& b) { return a.rblock > b.rblock; });
     p.decisions.push_back(
         "scan strategy: column (the x points after the scan dim are "
-        "contiguous): RBLOCK=1, a loop over r0 carrying each x point's running "
-        "value; configs " +
+        "contiguous): [XBLOCK, RBLOCK] blocks scanned along r, each carrying "
+        "into the next; configs " +
         configs_text(cs));
   } else if (sched::persistent_on_gpu(k) && rnumel <= sched::kPersistentMaxRnumel) {
     p.launch.kind = "persistent_reduction";

@@ -128,8 +128,9 @@ def coil_argmin_combine(a, ia, b, ib):
 def coil_index(i, size, wrap: tl.constexpr, active, err):
     # An indirect index (an element of an index tensor) into a dimension of `size` elements:
     # wrapped when negative indices count from the end, returned when in [0, size). Lanes where it
-    # is out of bounds and the access really happens (`active`) write (flag, index, size) to err
-    # for the wrapper to raise; those lanes use position 0, so no access leaves the buffer.
+    # is out of bounds and the access really happens (`active`) write (flag, index, size) to err,
+    # and 0 over its fourth slot (ok, which a GPU's wrapper asserts without reading it back), for
+    # the wrapper to raise; those lanes use position 0, so no access leaves the buffer.
     # `active` may span more of the block than i (a tiled kernel's access masked by rows and
     # columns through an index of the columns only; an index that is one value for the whole
     # block): the report is stored from every lane of `bad`, as a store's mask may not span more
@@ -144,6 +145,7 @@ def coil_index(i, size, wrap: tl.constexpr, active, err):
     tl.store(err + 1 + zero, lanes, mask=bad)
     tl.store(err + 2 + zero, zero + size, mask=bad)
     tl.store(err + zero, zero + 1, mask=bad)
+    tl.store(err + 3 + zero, zero, mask=bad)
     return tl.where(ok, w, tl.zeros_like(w))
 )PRELUDE";
 

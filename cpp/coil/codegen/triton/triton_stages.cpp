@@ -179,14 +179,6 @@ void Emitter::emit_scan_step(const sched::Member& m) {
     line(masked + " = tl.where(rmask, " + v + ", " + triton::reduction_identity(rt, t) + ")");
   }
   std::string scanned = "tmp" + std::to_string(next_tmp_++);
-  if (k_.scan_column) {
-    // RBLOCK=1 (plan_launch): one step of the scan per iteration.
-    std::string carry = "carry_" + b.name;
-    line(scanned + " = " + triton::reduction_combine(rt, t, carry, masked));
-    line(carry + " = " + scanned);
-    finish_member(b, m, scanned, t, kRows | kCols, false);
-    return;
-  }
   line(scanned + " = " + triton::scan_text(rt, t, masked));
   if (!plan_.persistent) {
     // The blocks before this one, combined into each lane of it.

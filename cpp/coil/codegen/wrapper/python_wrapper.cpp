@@ -372,10 +372,14 @@ std::string render_python_wrapper(const ir::Program& prog, const sched::Schedule
     }
   }
 
-  if (!error_device.empty()) {
+  if (error_device == "cpu") {
     out << "    " << kIndexErrorArg
-        << " = torch.zeros(3, dtype=torch.int64, device=" << quote(error_device)
-        << ")  # flag, index, size of a bad indirect index\n";
+        << " = torch.zeros(4, dtype=torch.int64)  # flag, index, size of a bad indirect index\n";
+  } else if (!error_device.empty()) {
+    // (Kernels write it only for a bad index, which ends the CUDA context: one buffer per device,
+    // never cleared, and no allocation or fill per call.)
+    out << "    " << kIndexErrorArg << " = coil_runtime.index_error_buffer(" << quote(error_device)
+        << ")  # flag, index, size of a bad indirect index; ok\n";
   }
 
   std::map<int, std::vector<std::string>> frees = releases_by_step(s);
