@@ -47,12 +47,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", default="", help="run the cases whose op contains this")
     args = p.parse_args()
     dev = args.device
     warnings.simplefilter("ignore")
     ratios = []
     print(f"{'case':44s} {'coil ms':>8s} {'ind ms':>8s} {'eager ms':>9s} {'coil/ind':>9s}")
     for op, shape, dim, dtype in CASES[:6] if args.quick else CASES:
+        if args.only not in op:
+            continue
         x = torch.randn(*shape, device=dev).to(dtype)
         fn = fn_for(op, dim)
         torch._dynamo.reset()

@@ -326,12 +326,50 @@ std::string sizes_text(const Kernel& k) {
   return s;
 }
 
+// Two scan kernels over the same loops in the same form, where each reads the other's buffers
+// only at the element it writes (cummax's positions read its values): one loop carries both
+// running values, the later member reading the earlier's from a register. Any other kernel
+// stays apart from a scan: a reader would need the running value at its own position.
+std::variant<Kernel, std::string> fuse_scans(const ir::Program& prog, const Kernel& a,
+                                             const Kernel& b) {
+  std::string alone = "a scan kernel runs alone (its loop over r stores)";
+  if (!a.scan || !b.scan || a.scan_column != b.scan_column || a.xsizes != b.xsizes ||
+      a.rsizes != b.rsizes)
+    return alone;
+  sym::RangeEnv env = a.range_env();
+  std::map<std::string, Expr> written;  // buffer -> its write index in kernel variables
+  for (const Kernel* k : {&a, &b}) {
+    for (const Member& m : k->members) {
+      const ir::Buffer& buf = prog.buffers[m.buffer];
+      written[buf.name] = sym::simplify(sym::substitute(buf.write_index(), m.var_map), env);
+    }
+  }
+  for (const Kernel* k : {&a, &b}) {
+    const Kernel& other = k == &a ? b : a;
+    std::set<std::string> theirs;
+    for (const Member& m : other.members) theirs.insert(prog.buffers[m.buffer].name);
+    for (const Member& m : k->members) {
+      for (const Access& acc : buffer_reads(prog.buffers[m.buffer])) {
+        if (!theirs.count(acc.buffer)) continue;
+        if (acc.whole || acc.indirect ||
+            sym::simplify(sym::substitute(acc.index, m.var_map), env) != written.at(acc.buffer))
+          return alone + "; reads " + acc.buffer + " at other positions than it is written";
+      }
+    }
+  }
+  Kernel merged = a;
+  merged.members.insert(merged.members.end(), b.members.begin(), b.members.end());
+  std::sort(merged.members.begin(), merged.members.end(),
+            [](const Member& x, const Member& y) { return x.buffer < y.buffer; });
+  return merged;
+}
+
 // Tries to merge two kernels; returns the merged kernel or the reason it is not legal.
 std::variant<Kernel, std::string> try_fuse(const ir::Program& prog, const Kernel& a,
                                            const Kernel& b) {
   if (is_scatter_kernel(prog, a) || is_scatter_kernel(prog, b))
     return std::string("a scatter kernel runs alone (it stores at data-dependent positions)");
-  if (a.scan || b.scan) return std::string("a scan kernel runs alone (its loop over r stores)");
+  if (a.scan || b.scan) return fuse_scans(prog, a, b);
   if (auto buf = indirect_read_between(prog, a, b))
     return "reads " + *buf + " through an indirect index (a data-dependent position)";
   const Kernel* host = &a;

@@ -598,14 +598,31 @@ TEST(CppKernel, ScansCarryTheirRunningValue) {
   Rendered r = render(b.finish({row, col}));
   ASSERT_EQ(r.kernels.size(), 2u);
   const std::string& rows = r.kernels[0].code;
-  EXPECT_TRUE(contains(rows, "float acc = float(0);")) << rows;
-  EXPECT_TRUE(contains(rows, "acc = acc + tmp0;")) << rows;
-  EXPECT_TRUE(contains(rows, "out_ptr0[r0 + 1920*x0 + 48*x1] = acc;")) << rows;
+  EXPECT_TRUE(contains(rows, "float acc_buf0 = float(0);")) << rows;
+  EXPECT_TRUE(contains(rows, "const float v_buf0 = acc_buf0 + tmp0;")) << rows;
+  EXPECT_TRUE(contains(rows, "acc_buf0 = v_buf0;")) << rows;
+  EXPECT_TRUE(contains(rows, "out_ptr0[r0 + 1920*x0 + 48*x1] = v_buf0;")) << rows;
   const std::string& cols = r.kernels[1].code;
   EXPECT_TRUE(contains(cols, "for (int64_t r0 = 1; r0 < 40; ++r0) {")) << cols;
-  EXPECT_TRUE(contains(
-      cols, "out_ptr0[48*r0 + 1920*x0 + x1] = out_ptr0[48*r0 + 1920*x0 + x1 - 48] + tmp1;"))
+  EXPECT_TRUE(contains(cols, "const float v_buf1 = out_ptr0[48*r0 + 1920*x0 + x1 - 48] + tmp1;"))
       << cols;
+  EXPECT_TRUE(contains(cols, "out_ptr0[48*r0 + 1920*x0 + x1] = v_buf1;")) << cols;
+}
+
+TEST(CppKernel, CummaxScansValuesAndPositionsInOneLoop) {
+  // The positions scan reads the values scan at the element it writes: one kernel (fuse_scans),
+  // the positions taking the running maximum from its variable.
+  GraphBuilder b;
+  Arg x = b.input("arg0_1", contiguous({4, 48}));
+  graph::TensorMeta vm = contiguous({4, 48});
+  graph::TensorMeta im = contiguous({4, 48});
+  im.dtype = DType::Int64;
+  std::vector<Arg> c = b.call_tuple("cummax", "aten.cummax.default", {x, iarg(1)}, {vm, im});
+  Rendered r = render(b.finish({c[0], c[1]}));
+  ASSERT_EQ(r.kernels.size(), 1u);
+  const std::string& code = r.kernels[0].code;
+  EXPECT_TRUE(contains(code, "const int64_t v_buf1 = coil_max<int64_t>(acc_buf1, ")) << code;
+  EXPECT_FALSE(contains(code, "out_ptr0[r0 + 48*x0];\n")) << code;  // not read back
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 // combines the row stored at the step before (read back from L1: each parallel chunk of the first
 // inner dim covers about kScanChunkElements points), and the loop over r0 runs around them.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,10 +44,22 @@ std::string combine_text(ir::ReductionType t, DType d, const std::string& a, con
 
 void Emitter::render_scan() {
   indent_ = 1;
-  const sched::Member& m = k_.members.at(0);
-  const ir::Buffer& b = prog_.buffers[m.buffer];
-  DType t = b.body.dtype();  // the running value's
-  ir::ReductionType rt = *b.scan;
+  // Members in program order; a later one may read an earlier one's value at the element it
+  // writes (sched::fuse_scans), which it then takes from the variable that holds it.
+  struct Scan {
+    const ir::Buffer* b;
+    DType t;  // the running value's
+    Value body;
+    Expr idx;
+    std::string out, acc;
+  };
+  std::vector<Scan> scans;
+  for (const sched::Member& m : k_.members) {
+    const ir::Buffer& b = prog_.buffers[m.buffer];
+    scans.push_back({&b, b.body.dtype(), kernel_body(m),
+                     sym::substitute(b.write_index(), member_map(m)), ptr_.at(b.name),
+                     "acc_" + b.name});
+  }
   size_t nx = k_.xsizes.size();
   Expr work = k_.rsizes.at(0);
   for (const Expr& e : k_.xsizes) work = work * e;
@@ -53,9 +67,6 @@ void Emitter::render_scan() {
   bool parallel = nx > 0 && (!w || *w >= kParallelMinElements);
   std::string len = sym::to_cpp(k_.rsizes[0], env_);
   auto size = [&](size_t i) { return sym::to_cpp(k_.xsizes[i], env_); };
-  Value body = kernel_body(m);
-  Expr idx = sym::substitute(b.write_index(), member_map(m));
-  std::string out = ptr_.at(b.name);
   memo_.emplace_back();
   int opened = 0;
   auto open = [&](const std::string& header) {
@@ -69,11 +80,26 @@ void Emitter::render_scan() {
       line("}");
     }
   };
-  auto term = [&] {  // the scanned term at the current point, in a scope of its own
+  // One point of every scan: each term combined into `prev(scan)` and stored; the combined value
+  // is available to the members after it.
+  auto point = [&](const std::function<std::string(const Scan&)>& prev,
+                   const std::function<void(const Scan&, const std::string&)>& keep) {
     memo_.emplace_back();
-    std::string v = value(body);
+    std::map<std::string, std::string> saved = available_;
+    for (const Scan& sc : scans) {
+      std::string v = value(sc.body);
+      std::string combined = combine_text(*sc.b->scan, sc.t, prev(sc), v);
+      std::string var = "v_" + sc.b->name;
+      line("const " + ctype(sc.t) + " " + var + " = " + combined + ";");
+      keep(sc, var);
+      std::string stored = sc.t == sc.b->layout.dtype
+                               ? var
+                               : "static_cast<" + ctype(sc.b->layout.dtype) + ">(" + var + ")";
+      line(sc.out + "[" + index_text(sc.b->name, sc.idx) + "] = " + stored + ";");
+      if (sc.t == sc.b->layout.dtype) available_[sc.b->name] = var;
+    }
+    available_ = saved;
     memo_.pop_back();
-    return v;
   };
   if (!k_.scan_column) {
     if (parallel) {
@@ -81,24 +107,24 @@ void Emitter::render_scan() {
            (nx > 1 ? " collapse(" + std::to_string(nx) + ")" : std::string()));
     }
     for (size_t i = 0; i < nx; ++i) open(loop_header("x" + std::to_string(i), "0", size(i)));
-    line(ctype(t) + " acc = " + reduction_identity(rt, t) + ";");
+    for (const Scan& sc : scans)
+      line(ctype(sc.t) + " " + sc.acc + " = " + reduction_identity(*sc.b->scan, sc.t) + ";");
     open(loop_header("r0", "0", len));
-    std::string v = term();
-    line("acc = " + combine_text(rt, t, "acc", v) + ";");
-    std::string stored = t == b.layout.dtype ? std::string("acc")
-                                             : "static_cast<" + ctype(b.layout.dtype) + ">(acc)";
-    line(out + "[" + index_text(b.name, idx) + "] = " + stored + ";");
+    point([](const Scan& sc) { return sc.acc; },
+          [&](const Scan& sc, const std::string& var) { line(sc.acc + " = " + var + ";"); });
     close_all();
     memo_.pop_back();
     return;
   }
   // Column form: x0..x{p-1} lie before the scan dim, x{p}.. after it (contiguous). Each step
   // reads the one before back from the buffer: it must hold the running value's dtype.
-  if (b.layout.dtype != t) {
-    throw std::logic_error("cpp codegen: column-form scan " + b.name +
-                           " stored narrower than its running value");
+  size_t p = static_cast<size_t>(scans[0].b->scan_dim);
+  for (const Scan& sc : scans) {
+    if (sc.b->layout.dtype != sc.t || static_cast<size_t>(sc.b->scan_dim) != p) {
+      throw std::logic_error("cpp codegen: column-form scan " + sc.b->name +
+                             " stored narrower than its running value, or along another dim");
+    }
   }
-  size_t p = static_cast<size_t>(b.scan_dim);
   int64_t rest = 1;
   for (size_t i = p + 1; i < nx; ++i)
     rest *= std::max<int64_t>(sym::try_size_hint(k_.xsizes[i]).value_or(1), 1);
@@ -107,8 +133,7 @@ void Emitter::render_scan() {
   if (parallel) line("#pragma omp parallel for collapse(" + std::to_string(p + 1) + ")");
   for (size_t i = 0; i < p; ++i) open(loop_header("x" + std::to_string(i), "0", size(i)));
   open(loop_header("xc", "0", size(p), std::to_string(chunk)));
-  Expr before = sym::substitute(idx, {{sched::rvar(0), sched::rvar(0) - Expr(1)}});
-  // One step: every inner point combines its term into the row the step before stored (or the
+  // One step: every inner point combines its terms into the row the step before stored (or the
   // identity, at r0 == 0).
   auto step = [&](bool first) {
     int inner = 0;
@@ -124,10 +149,13 @@ void Emitter::render_scan() {
       if (i + 1 == nx) line("#pragma omp simd");
       open_inner(loop_header("x" + std::to_string(i), "0", size(i)));
     }
-    std::string v = term();
-    std::string prev =
-        first ? reduction_identity(rt, t) : out + "[" + index_text(b.name, before) + "]";
-    line(out + "[" + index_text(b.name, idx) + "] = " + combine_text(rt, t, prev, v) + ";");
+    point(
+        [&](const Scan& sc) {
+          if (first) return reduction_identity(*sc.b->scan, sc.t);
+          Expr before = sym::substitute(sc.idx, {{sched::rvar(0), sched::rvar(0) - Expr(1)}});
+          return sc.out + "[" + index_text(sc.b->name, before) + "]";
+        },
+        [](const Scan&, const std::string&) {});
     for (; inner > 0; --inner) {
       --indent_;
       line("}");
