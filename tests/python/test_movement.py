@@ -244,6 +244,18 @@ def test_long_cumulative_extremes_scan(dim, dtype):
     check_lowered(lambda t: (torch.cummax(t, dim), torch.cummin(t * 1, dim)), x)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, BF16], ids=dtype_id)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_long_logcumsumexp_scans(dim, dtype):
+    # A scan whose combine is log-add-exp (coil_logaddexp): -inf rows stay -inf, a +inf stays,
+    # NaN propagates; values far apart (no shift would keep them all in range).
+    x = (make_tensor((40, 45), F32) * 30).to(dtype)
+    x[0, :] = float("-inf")
+    x[:, 0] = float("-inf")
+    x[3, 7], x[9, 40], x[20, 20] = float("inf"), float("nan"), float("-inf")
+    check_lowered(lambda t: torch.logcumsumexp(t, dim), x, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("p", [2.0, 1.0, 3.5, float("inf")])
 def test_dist(p):
     check_lowered(lambda a, b: torch.dist(a, b, p), make_tensor((3, 4)), make_tensor((4,)))

@@ -431,6 +431,10 @@ def test_scan_kernels(dim):
     y = torch.randint(-2, 3, (35, 40, 37)).float()
     y[1, 3, 4], y[7, 30, 36], y[20, 2, 2] = float("nan"), float("nan"), float("-inf")
     check_triton(lambda t: (torch.cummax(t, dim), torch.cummin(t.long(), dim)), y)
+    # logcumsumexp: log-add-exp as the combine (coil_logaddexp), infinities and NaN as eager.
+    z = x[:, :36, :40] * 30
+    z[0, 0, :], z[2, 3, 4], z[5, 6, 7] = float("-inf"), float("inf"), float("nan")
+    check_triton(lambda t: torch.logcumsumexp(t, dim), z, atol=1e-4, rtol=1e-4)
     assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
 
 

@@ -166,6 +166,8 @@ const char* reduction_name(ReductionType t) {
       return "any";
     case ReductionType::All:
       return "all";
+    case ReductionType::LogSumExp:
+      return "logsumexp";
   }
   return "?";
 }

@@ -63,7 +63,8 @@ struct Layout {
                                           int64_t wide_align, int64_t wide_from);
 };
 
-enum class ReductionType : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All };
+// LogSumExp combines as log(exp(a) + exp(b)); only scans use it (logcumsumexp).
+enum class ReductionType : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, Any, All, LogSumExp };
 const char* reduction_name(ReductionType t);
 
 // How a scatter combines a value into the element it targets. Store: duplicate targets leave one

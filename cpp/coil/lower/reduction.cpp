@@ -414,8 +414,17 @@ std::vector<TensorBox> lower_logcumsumexp(Lowering& L, const Node& n) {
   const graph::TensorMeta& m = L.meta(n);
   if (x.rank() == 0 || !graph::is_floating(m.dtype)) return {};
   auto dim = short_scan_dim(L, n, x);
-  if (!dim) return {};
   DType acc = opmath(m.dtype);
+  if (!dim) {
+    // A scan whose combine is log-add-exp (prelude: coil_logaddexp), stored as the cumulative
+    // sums are (lower_prefix_scan).
+    size_t d = wrap_dim(static_value(L.int_arg(n.args.at(1)), "a dim"), x.rank());
+    std::vector<Expr> at = ir::index_vars(x.rank());
+    TensorBox r =
+        L.add_scan(L.options().triton ? m.dtype : acc, x.device, x.sizes, static_cast<int>(d),
+                   ReductionType::LogSumExp, ir::cast(x.load(at), acc), x.origins);
+    return {with_dtype(r, m.dtype)};
+  }
   std::vector<Expr> idx = ir::index_vars(x.rank());
   Expr u = ir::reduction_var(0);
   Value in_prefix = ir::binary(Op::Le, index_of(u), index_of(idx[*dim]));

@@ -195,6 +195,8 @@ std::string reduction_identity(ir::ReductionType t, DType d) {
       return "false";
     case ir::ReductionType::All:
       return "true";
+    case ir::ReductionType::LogSumExp:
+      return "-std::numeric_limits<" + ty + ">::infinity()";
   }
   return "";
 }

@@ -597,6 +597,8 @@ void Emitter::accumulate(const sched::Member& m, const std::string& val) {
       line("}");
       break;
     }
+    case ir::ReductionType::LogSumExp:
+      throw std::logic_error("cpp codegen: logsumexp is a scan combine, not a reduction");
   }
 }
 

@@ -34,6 +34,8 @@ std::string combine_text(ir::ReductionType t, DType d, const std::string& a, con
       return "coil_max<" + ctype(d) + ">(" + a + ", " + b + ")";
     case ir::ReductionType::Min:
       return "coil_min<" + ctype(d) + ">(" + a + ", " + b + ")";
+    case ir::ReductionType::LogSumExp:
+      return "coil_logaddexp<" + ctype(d) + ">(" + a + ", " + b + ")";
     default:
       throw std::runtime_error(std::string("cpp codegen: no scan form for ") +
                                ir::reduction_name(t));

@@ -156,6 +156,14 @@ inline T coil_min(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) return a != a ? a : (b != b ? b : (a < b ? a : b));
   else return a < b ? a : b;
 }
+// log(exp(a) + exp(b)) as eager's logcumsumexp combines: the larger plus log1p(exp(smaller -
+// larger)); two equal infinities give themselves (never inf - inf); NaN propagates.
+template <typename T>
+inline T coil_logaddexp(T a, T b) {
+  T hi = coil_max(a, b), lo = coil_min(a, b);
+  if (hi == lo && std::isinf(hi)) return hi;
+  return hi + std::log1p(std::exp(lo - hi));
+}
 // Max/min reductions in "omp simd" loops: the lanes are combined in any order, which is exact
 // for both (NaN still wins: coil_max/coil_min are associative).
 #pragma omp declare reduction(coil_max_f : float : omp_out = coil_max<float>(omp_out, omp_in)) \

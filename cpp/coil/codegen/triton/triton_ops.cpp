@@ -365,6 +365,8 @@ std::string reduction_identity(ReductionType t, DType d) {
       return "False";
     case ReductionType::All:
       return "True";
+    case ReductionType::LogSumExp:
+      return "float(\"-inf\")";
   }
   return "0";
 }
@@ -385,6 +387,8 @@ std::string reduction_combine(ReductionType t, DType d, const std::string& acc,
       return acc + " | " + v;
     case ReductionType::All:
       return acc + " & " + v;
+    case ReductionType::LogSumExp:
+      return "coil_logaddexp(" + acc + ", " + v + ")";
     case ReductionType::ArgMax:
     case ReductionType::ArgMin:
       break;
@@ -405,6 +409,8 @@ std::string scan_text(ReductionType t, DType d, const std::string& block) {
     case ReductionType::Min:
       if (d != DType::Bool) return "tl.associative_scan(" + block + ", 1, coil_min_combine)";
       break;
+    case ReductionType::LogSumExp:
+      return "tl.associative_scan(" + block + ", 1, coil_logaddexp)";
     default:
       break;
   }
@@ -434,6 +440,8 @@ std::string reduction_final(ReductionType t, DType d, const std::string& block) 
       if (boolean) return "(tl.min(" + block + ".to(tl.int8), 1) != 0)[:, None]";
       return f ? "tl.reduce(" + block + ", 1, coil_min_combine)[:, None]"
                : "tl.min(" + block + ", 1)[:, None]";
+    case ReductionType::LogSumExp:
+      return "tl.reduce(" + block + ", 1, coil_logaddexp)[:, None]";
     case ReductionType::ArgMax:
     case ReductionType::ArgMin:
       break;

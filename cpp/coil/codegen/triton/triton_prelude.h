@@ -106,6 +106,16 @@ def coil_prod_combine(a, b):
 
 
 @triton.jit
+def coil_logaddexp(a, b):
+    # log(exp(a) + exp(b)), as eager's logcumsumexp combines: two equal infinities give
+    # themselves (never inf - inf); NaN propagates.
+    hi = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    lo = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    same_inf = (hi == lo) & ((hi == float("inf")) | (hi == float("-inf")))
+    return tl.where(same_inf, hi, hi + libdevice.log1p(tl.exp(lo - hi)))
+
+
+@triton.jit
 def coil_argmax_combine(a, ia, b, ib):
     # The larger value wins; NaN beats everything; equal values keep the smaller index.
     a_nan = a != a
