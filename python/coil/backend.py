@@ -466,6 +466,8 @@ def _from_graph_cache(gm, example_inputs, opts: config.Options, key: str):
     for w in caught:  # a hit says what a compile would have said (e.g. scalar C++ kernels)
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     record.from_graph_cache = True
+    if isinstance(call, _GuardedCall):  # (its fallback is Dynamo's graph itself)
+        call.on_failure = cudagraphs.Function(num_dynamo_inputs=len(example_inputs)).kernel_failed
 
     def run(*args):
         return call(list(args))
