@@ -302,6 +302,30 @@ std::vector<Expr> Lowering::default_strides(const std::vector<Expr>& sizes) cons
   return ir::Layout::contiguous_strides(sizes);
 }
 
+namespace {
+
+// A computed buffer contiguous over `ranges` (a reduction's or a scan's, which the caller
+// completes), its origins with the node being lowered.
+ir::Buffer contiguous_computed(std::string name, DType dtype, const std::string& device,
+                               std::vector<Expr> ranges, Value body, std::set<std::string> origins,
+                               const graph::Node* current) {
+  ir::Buffer buf;
+  buf.name = std::move(name);
+  buf.kind = ir::Buffer::Kind::Computed;
+  buf.layout.dtype = dtype;
+  buf.layout.device = device;
+  buf.layout.sizes = ranges;
+  buf.layout.strides = ir::Layout::contiguous_strides(ranges);
+  buf.layout.offset = 0;
+  buf.ranges = std::move(ranges);
+  buf.body = body;
+  buf.origins = std::move(origins);
+  if (current) buf.origins.insert(current->name);
+  return buf;
+}
+
+}  // namespace
+
 TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
                                   std::vector<Expr> ranges, std::vector<Expr> reduction_ranges,
                                   ir::ReductionType type, Value body,
@@ -321,20 +345,10 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
     if (current_) existing.origins.insert(current_->name);
     return read_buffer(existing.name, existing.layout);
   }
-  ir::Buffer buf;
-  buf.name = new_buffer_name();
-  buf.kind = ir::Buffer::Kind::Computed;
-  buf.layout.dtype = out_dtype;
-  buf.layout.device = device;
-  buf.layout.sizes = ranges;
-  buf.layout.strides = ir::Layout::contiguous_strides(ranges);
-  buf.layout.offset = 0;
-  buf.ranges = std::move(ranges);
+  ir::Buffer buf = contiguous_computed(new_buffer_name(), out_dtype, device, std::move(ranges),
+                                       body, std::move(origins), current_);
   buf.reduction_ranges = std::move(reduction_ranges);
   buf.reduction = type;
-  buf.body = body;
-  buf.origins = std::move(origins);
-  if (current_) buf.origins.insert(current_->name);
   prog_.buffers.push_back(buf);
   reductions_[key] = buf.name;
   return read_buffer(buf.name, buf.layout);
@@ -343,20 +357,10 @@ TensorBox Lowering::add_reduction(DType out_dtype, const std::string& device,
 TensorBox Lowering::add_scan(DType out_dtype, const std::string& device, std::vector<Expr> ranges,
                              int dim, ir::ReductionType type, Value body,
                              std::set<std::string> origins) {
-  ir::Buffer buf;
-  buf.name = new_buffer_name();
-  buf.kind = ir::Buffer::Kind::Computed;
-  buf.layout.dtype = out_dtype;
-  buf.layout.device = device;
-  buf.layout.sizes = ranges;
-  buf.layout.strides = ir::Layout::contiguous_strides(ranges);
-  buf.layout.offset = 0;
-  buf.ranges = std::move(ranges);
+  ir::Buffer buf = contiguous_computed(new_buffer_name(), out_dtype, device, std::move(ranges),
+                                       body, std::move(origins), current_);
   buf.scan = type;
   buf.scan_dim = dim;
-  buf.body = body;
-  buf.origins = std::move(origins);
-  if (current_) buf.origins.insert(current_->name);
   prog_.buffers.push_back(buf);
   return read_buffer(buf.name, buf.layout);
 }
