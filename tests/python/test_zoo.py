@@ -171,6 +171,26 @@ def test_crashes_and_hangs_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypa
     assert [r["status"] for r in again] == ["coil crash", "ok", hung["status"]]
 
 
+def test_jobs_run_models_side_by_side_and_time_them_in_turn(tmp_path, monkeypatch):
+    """--jobs 2: two children at once; each one's timing holds the lock file, the records keep
+    the population's order and say that first calls were compiled side by side."""
+    (tmp_path / "zoo_injected.py").write_text(INJECTED)
+    path = os.pathsep.join([str(tmp_path)] + [p for p in sys.path if p])
+    monkeypatch.setenv("PYTHONPATH", path)
+    entries = [Entry(f"test/{name}", "test", "injected", build=None,
+                     ref=f"zoo_injected:{name}") for name in ("crash", "linear")]
+    settings = zoo.Settings(device="cpu", dtype="float32", budget_s=0.05,
+                            backends=("eager", "coil"), timeout_s=240, keep_caches=True, jobs=2)
+    out = tmp_path / "out"
+    crashed, fine = zoo.sweep(entries, settings, str(out), quiet=True)
+    assert crashed["model"] == "test/crash" and crashed["status"] == "coil crash", crashed
+    assert fine["status"] == "ok" and fine["backends"]["coil"]["median_ms"] > 0, fine
+    assert fine["jobs"] == 2 and os.path.exists(out / "logs" / ".timing.lock")
+    assert "side by side" in zoo_report.markdown([crashed, fine])
+    with zoo._measuring_alone():  # without the parent's lock file: no lock taken
+        pass
+
+
 def _record(name, status="ok", coil=None, inductor=None):
     base = {"status": "ok", "median_ms": 1.0, "accurate": True}
     return {"model": name, "status": status, "mode": "inference", "dtype": "float32",

@@ -27,8 +27,11 @@ eagerly, then the slowest against Inductor). --update-docs appends a dated secti
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import copy
 import dataclasses
+import fcntl
 import importlib
 import json
 import math
@@ -80,6 +83,8 @@ class Settings:
     isolate: bool = True
     keep_caches: bool = False
     threads: int | None = None  # torch.set_num_threads (CPU); None: torch's default
+    jobs: int = 1  # models run side by side (isolated children); their timing takes turns
+    stop_at: float | None = None  # time.time() at which running children are killed, unrecorded
 
     @property
     def size(self) -> str:
@@ -304,6 +309,26 @@ def _time(steps: dict, results: dict, settings: Settings) -> None:
                                     reps=len(ts))
 
 
+LOCK_ENV = "COIL_ZOO_TIMING_LOCK"
+
+
+@contextlib.contextmanager
+def _measuring_alone():
+    """With --jobs N the children compile side by side, but the steady-state timing and memory of
+    one model run while no other child times: they hold an exclusive lock on one file (its path
+    in COIL_ZOO_TIMING_LOCK, set by the parent)."""
+    path = os.environ.get(LOCK_ENV)
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def run_model(entry: Entry, settings: Settings, report=lambda record: None) -> dict:
     """Builds, references, compiles, checks and times one model in this process; never raises.
     report(record) is called at the start of every phase (record["phase"] says which), so that a
@@ -312,6 +337,8 @@ def run_model(entry: Entry, settings: Settings, report=lambda record: None) -> d
               "device": settings.device, "dtype": settings.dtype,
               "mode": "train" if settings.train else "inference", "seed": settings.seed,
               "status": "running", "backends": {}}
+    if settings.jobs > 1:
+        record["jobs"] = settings.jobs  # first calls compiled beside other models
     start = time.perf_counter()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -396,16 +423,17 @@ def _run(entry: Entry, settings: Settings, record: dict, phase) -> None:
                                example.variable_outputs)
             results[backend].update(accurate=ok, accuracy=detail)
     del outputs, fp64
-    phase("timing")
-    _time(steps, results, settings)
-    phase("memory")
-    from coil.bench.memory import peak_bytes
+    with _measuring_alone():
+        phase("timing")
+        _time(steps, results, settings)
+        phase("memory")
+        from coil.bench.memory import peak_bytes
 
-    for backend, step in steps.items():
-        try:
-            results[backend]["steady_peak_mb"] = peak_bytes(step, device) / 2**20
-        except Exception as e:  # noqa: BLE001 - a figure missing, not a failed model
-            results[backend]["memory_error"] = _error(e)
+        for backend, step in steps.items():
+            try:
+                results[backend]["steady_peak_mb"] = peak_bytes(step, device) / 2**20
+            except Exception as e:  # noqa: BLE001 - a figure missing, not a failed model
+                results[backend]["memory_error"] = _error(e)
     if "coil" in results and results["coil"]["status"] == "ok":
         _coil_records(results["coil"], coil_first, coil_after)
 
@@ -438,6 +466,8 @@ def _child_command(entry: Entry, settings: Settings, result: str) -> list[str]:
         cmd += ["--builder", entry.ref]
     if settings.threads:
         cmd += ["--threads", str(settings.threads)]
+    if settings.jobs > 1:
+        cmd += ["--jobs", str(settings.jobs)]
     return cmd + (["--train"] if settings.train else [])
 
 
@@ -460,13 +490,16 @@ def _died(record: dict, why: str, log_tail: str) -> dict:
     return record
 
 
-def run_isolated(entry: Entry, settings: Settings, log_dir: str) -> dict:
+def run_isolated(entry: Entry, settings: Settings, log_dir: str, lock: str | None = None) -> dict:
     """run_model in a child process with fresh cache folders (unless keep_caches); a child that
-    crashes or passes the timeout is killed with its process group and recorded."""
+    crashes or passes the timeout is killed with its process group and recorded. lock: the file
+    the children of a --jobs sweep take turns on to time."""
     work = tempfile.mkdtemp(prefix="coil_zoo_")
     result = os.path.join(work, "record.json")
     log_path = os.path.join(log_dir, entry.name.replace("/", "__") + ".log")
     env = dict(os.environ, **OFFLINE_ENV)
+    if lock:
+        env[LOCK_ENV] = lock
     if not settings.keep_caches:
         from coil.bench.compile_time import cache_env
 
@@ -476,13 +509,19 @@ def run_isolated(entry: Entry, settings: Settings, log_dir: str) -> dict:
         with open(log_path, "w") as log:
             proc = subprocess.Popen(_child_command(entry, settings, result), stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            limit = settings.timeout_s
+            cut = settings.stop_at is not None and settings.stop_at - time.time() < limit
+            if cut:
+                limit = max(settings.stop_at - time.time(), 0.0)
             try:
-                rc = proc.wait(timeout=settings.timeout_s)
+                rc = proc.wait(timeout=limit)
                 why = None if rc == 0 else (f"killed by {signal.Signals(-rc).name}" if rc < 0
                                             else f"exit status {rc}")
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+                if cut:  # the sweep's --stop-after, not the model: no record, --resume reruns it
+                    return None
                 why = f"timeout after {settings.timeout_s:.0f} s"
         try:
             with open(result) as f:
@@ -562,38 +601,65 @@ def _line(record: dict) -> str:
 
 def sweep(entries: list[Entry], settings: Settings, out: str | None, resume: bool = False,
           time_limit_min: float | None = None, quiet: bool = False) -> list[dict]:
-    """Runs the entries one after another (each in a child process when settings.isolate);
+    """Runs the entries one after another (each in a child process when settings.isolate), or
+    settings.jobs of them side by side, their steady-state timing taking turns (a file lock);
     appends each record to out/results.jsonl as it finishes. Returns the records of this run
     (and, with resume, the earlier ones of the same entries)."""
-    records, done = [], {}
+    done = {}
     jsonl = os.path.join(out, "results.jsonl") if out else None
     if out:
         os.makedirs(os.path.join(out, "logs"), exist_ok=True)
     if jsonl and resume and os.path.exists(jsonl):
         done = {r["model"]: r for r in read_records([jsonl])}
     log_dir = os.path.join(out, "logs") if out else tempfile.mkdtemp(prefix="coil_zoo_logs_")
+    todo = [(i, e) for i, e in enumerate(entries) if e.name not in done]
+    by_index = {i: done[e.name] for i, e in enumerate(entries) if e.name in done}
     start = time.perf_counter()
-    for i, entry in enumerate(entries):
-        if entry.name in done:
-            records.append(done[entry.name])
-            continue
-        if time_limit_min is not None and time.perf_counter() - start > 60 * time_limit_min:
-            left = [e.name for e in entries[i:] if e.name not in done]
-            print(f"coil.bench.zoo: time limit; {len(left)} models not run (--resume runs "
-                  f"them)", file=sys.stderr)
-            break
-        if settings.isolate:
-            record = run_isolated(entry, settings, log_dir)
-        else:
-            record = run_model(entry, settings)
-        records.append(record)
+
+    def finished(i: int, record: dict | None) -> None:
+        if record is None:  # stopped by --stop-after
+            return
+        by_index[i] = record
         if jsonl:
             with open(jsonl, "a") as f:
                 f.write(json.dumps(record, default=str) + "\n")
         if not quiet:
-            print(f"[{i + 1}/{len(entries)}] {entry.name}: {_line(record)}", file=sys.stderr,
+            print(f"[{i + 1}/{len(entries)}] {record['model']}: {_line(record)}", file=sys.stderr,
                   flush=True)
-    return records
+
+    def out_of_time(k: int) -> bool:
+        stopped = settings.stop_at is not None and time.time() >= settings.stop_at
+        if not stopped and (time_limit_min is None
+                            or time.perf_counter() - start <= 60 * time_limit_min):
+            return False
+        print(f"coil.bench.zoo: time limit; {len(todo) - k} models not run (--resume runs them)",
+              file=sys.stderr)
+        return True
+
+    if settings.jobs <= 1 or not settings.isolate:
+        for k, (i, entry) in enumerate(todo):
+            if out_of_time(k):
+                break
+            record = (run_isolated(entry, settings, log_dir) if settings.isolate
+                      else run_model(entry, settings))
+            finished(i, record)
+        return [by_index[i] for i in sorted(by_index)]
+    lock = os.path.join(log_dir, ".timing.lock")
+    with concurrent.futures.ThreadPoolExecutor(settings.jobs) as pool:
+        running, k = {}, 0
+        while k < len(todo) or running:
+            while k < len(todo) and len(running) < settings.jobs and not out_of_time(k):
+                i, entry = todo[k]
+                running[pool.submit(run_isolated, entry, settings, log_dir, lock)] = i
+                k += 1
+            if k < len(todo) and len(running) < settings.jobs:
+                k = len(todo)  # out of time: start nothing more, wait for those running
+            if not running:
+                break
+            ready, _ = concurrent.futures.wait(running, return_when="FIRST_COMPLETED")
+            for future in ready:
+                finished(running.pop(future), future.result())
+    return [by_index[i] for i in sorted(by_index)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -626,6 +692,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, default=None,
                    help="seconds of timed repetitions per model (default 3 cpu, 5 cuda)")
     p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--stop-after", type=float, default=None, metavar="MIN",
+                   help="kill the models still running after this many minutes, unrecorded "
+                        "(--resume runs them again)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="models run side by side (each isolated; steady-state timing takes turns)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch.set_num_threads in each model's process (CPU)")
     p.add_argument("--report", nargs="+", default=None, metavar="JSONL",
@@ -650,7 +721,9 @@ def _settings(args) -> Settings:
                     train=args.train, seed=args.seed, backends=backends,
                     budget_s=args.budget or (5.0 if args.device == "cuda" else 3.0),
                     timeout_s=args.timeout, isolate=args.isolate, keep_caches=args.keep_caches,
-                    threads=args.threads)
+                    threads=args.threads, jobs=max(1, args.jobs),
+                    stop_at=None if args.stop_after is None
+                    else time.time() + 60 * args.stop_after)
 
 
 def _families(text: str) -> tuple:

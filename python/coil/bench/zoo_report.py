@@ -185,6 +185,10 @@ def markdown(records: list[dict]) -> str:
         worst, w = s["worst"]
         lines.append(f"- geomean coil/Inductor speed: {s['geomean_speedup']:.2f}x over "
                      f"{s['compared']} models; worst {worst} {w:.2f}x")
+    jobs = max((r.get("jobs", 1) for r in records), default=1)
+    if jobs > 1:
+        lines.append(f"- first calls compiled with up to {jobs} models side by side (first-call "
+                     "times inflated; steady-state timing and memory ran alone)")
     lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for r in sorted(records, key=_sort_key):
         lines.append("| " + " | ".join(_row(r)) + " |")
