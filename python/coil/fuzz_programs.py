@@ -304,7 +304,10 @@ def _apply(step: Step, vals: list) -> torch.Tensor:
     if op == "mean":
         return a.mean(d, keepdim=p["keepdim"])
     if op == "cumsum_flat":  # (at least two dims flattened where there are two)
-        return a.flatten(0, min(max(d, 1), a.dim() - 1)).cumsum(0)
+        x = a.flatten(0, min(max(d, 1), a.dim() - 1))
+        if p.get("ones"):  # a scan of a constant (the same in every lane): positions, counts
+            return torch.ones_like(x).cumsum(0) * x
+        return x.cumsum(0)
     if op == "var":
         return a.var(d, keepdim=p["keepdim"], correction=p["correction"])
     if op == "softmax":
@@ -461,6 +464,9 @@ def _pick_step(rng: random.Random, vals: list, exact: list) -> Step | None:
             # cumsum over the leading dims flattened (long enough for coil's scan kernels, in
             # column form where dims follow the scanned one, row form where none do).
             op = "cumsum_flat"
+            # half of them scan ones (timm's edgenext: (~zeros).cumsum(1), a Triton compile
+            # error when the scanned block had rank 1)
+            params["ones"] = len(vals) % 2 == 0
         return Step(op, (i,), params)
     if kind == "view" and a.dim() > 0:
         op = rng.choice(VIEWS)

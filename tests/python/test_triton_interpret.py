@@ -442,6 +442,20 @@ def test_scan_kernels(dim):
     assert not [op for r in requires_coil().compiled_graphs() for op in r.fallback_ops]
 
 
+def test_scans_of_a_constant():
+    # timm's edgenext: (~zeros(B, H, W, bool)).cumsum(1, dtype=float32), positions counted along
+    # H and W. The scanned value is the same in every lane (a one-lane block, tl.full([1], ...))
+    # and was broadcast with tl.broadcast_to, which refuses a rank change: a CompilationError at
+    # the first launch (the graph ran eagerly). Row (persistent and looped) and column forms.
+    def f(x):
+        m = torch.zeros(x.shape[0], x.shape[1], x.shape[2], dtype=torch.bool)
+        return (x + (~m).cumsum(1, dtype=torch.float32) + (~m).cumsum(2, dtype=torch.float32),
+                torch.ones_like(x[0]).cumsum(0))
+
+    check_triton(f, make_tensor((2, 40, 40)))
+    check_triton(lambda t: torch.ones_like(t).cumsum(1) * t, make_tensor((2, 1100)))
+
+
 # Layouts across extern calls (the family of tests/python/test_layouts.py), sampled: a
 # convolution fed channels-last / permuted-clone / transposed tensors and read through views, and
 # a matrix product with padded leading dimensions (as on CUDA).

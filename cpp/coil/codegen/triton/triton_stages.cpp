@@ -93,9 +93,16 @@ void Emitter::emit_pointwise(const sched::Member& m) {
 }
 
 std::string Emitter::full_block(const std::string& v, Value value) {
-  if (dims(value) == (kRows | kCols) && value.op() != Op::Constant) return v;
+  int d = dims(value);
+  if (d == (kRows | kCols) && value.op() != Op::Constant) return v;
   std::string name = "tmp" + std::to_string(next_tmp_++);
-  line(name + " = tl.broadcast_to(" + v + ", [XBLOCK, RBLOCK])");
+  if (d == kNone || value.op() == Op::Constant) {
+    // the same in every lane: a one-lane block (tl.full([1], ...)) whose rank broadcast_to
+    // refuses to change; where broadcasts it as binary ops do
+    line(name + " = tl.where(tl.full([XBLOCK, RBLOCK], True, tl.int1), " + v + ", " + v + ")");
+  } else {
+    line(name + " = tl.broadcast_to(" + v + ", [XBLOCK, RBLOCK])");
+  }
   return name;
 }
 

@@ -1,0 +1,79 @@
+"""On the GPU machine: find the coil kernel that faults (an illegal address) in a zoo model.
+
+    python scripts/gpu_find_bad_kernel.py timm/cait_xxs24_224 [more models] --out DIR
+
+Each model runs in a child process with CUDA_LAUNCH_BLOCKING=1 and every coil kernel launch
+followed by a synchronize: the first launch that fails is printed with its kernel name, config and
+argument shapes, and the graph's debug folder (COIL_DEBUG_DIR) is kept under DIR/<model>/."""
+
+import argparse
+import os
+import subprocess
+import sys
+
+CHILD = r'''
+import os, sys, traceback, torch
+import coil.triton_launcher as tl_
+from coil.bench import zoo_models
+
+def describe(t):
+    return f"{tuple(t.shape)}:{tuple(t.stride())}:{t.dtype}:off{t.storage_offset()}:nbytes{t.untyped_storage().nbytes()}" if isinstance(t, torch.Tensor) else repr(t)
+
+orig_launch = tl_.Launcher._launch
+def launch(self, cfg, tensors, xnumel, rnumel, ynumel=None, size_args=()):
+    k = orig_launch(self, cfg, tensors, xnumel, rnumel, ynumel, size_args)
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        print("BAD KERNEL", self.__name__, cfg, "xnumel", xnumel, "rnumel", rnumel, "ynumel", ynumel,
+              "size_args", size_args, flush=True)
+        for t in tensors:
+            print("   arg", describe(t), flush=True)
+        raise
+    return k
+tl_.Launcher._launch = launch
+orig_run = tl_.Launcher.run
+def run(self, *tensors, **kw):
+    self.bound.clear()
+    return orig_run(self, *tensors, **kw)
+tl_.Launcher.run = run
+
+entry = zoo_models.find(sys.argv[1])
+ex = entry.build("cuda", False, 0)
+model = ex.model.to("cuda", torch.bfloat16).eval()
+cast = lambda v: v.to("cuda", torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else (v.to("cuda") if isinstance(v, torch.Tensor) else v)
+args = [cast(a) for a in ex.args]
+kwargs = {k: cast(v) for k, v in ex.kwargs.items()}
+with torch.no_grad():
+    ref = model(*args, **kwargs)
+    out = torch.compile(model, backend="coil")(*args, **kwargs)
+    torch.cuda.synchronize()
+import coil
+print("OK no fault", "max diff", (out.float() - ref.float()).abs().max().item(),
+      "eager graphs", [r.eager_reason[:300] for r in coil.compiled_graphs() if r.eager_fallback],
+      flush=True)
+'''
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("models", nargs="+")
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu_out"))
+    args = p.parse_args()
+    for model in args.models:
+        folder = os.path.join(args.out, model.replace("/", "__"))
+        os.makedirs(folder, exist_ok=True)
+        env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1", COIL_DEBUG_DIR=os.path.join(folder, "debug"),
+                   HF_HUB_OFFLINE="1")
+        print(f"== {model}", flush=True)
+        r = subprocess.run([sys.executable, "-c", CHILD, model], env=env, capture_output=True,
+                           text=True, timeout=600)
+        text = r.stdout + r.stderr
+        with open(os.path.join(folder, "log.txt"), "w") as f:
+            f.write(text)
+        lines = [l for l in text.splitlines() if "BAD KERNEL" in l or "   arg" in l or "OK no" in l]
+        print("\n".join(lines[:40]) or text[-3000:], flush=True)
+
+
+if __name__ == "__main__":
+    main()
