@@ -32,12 +32,37 @@ def launch(self, cfg, tensors, xnumel, rnumel, ynumel=None, size_args=()):
         raise
     return k
 tl_.Launcher._launch = launch
+orig_call = tl_._Bound.__call__
+def bound_call(self, tensors):
+    orig_call(self, tensors)
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        print("BAD KERNEL (bound)", self.function, "grid", self.grid, "scalars", self.scalars,
+              "direct", self.direct, flush=True)
+        for t in tensors:
+            print("   arg", describe(t), flush=True)
+        traceback.print_stack()
+        raise
+tl_._Bound.__call__ = bound_call
 orig_run = tl_.Launcher.run
 def run(self, *tensors, **kw):
-    self.bound.clear()
-    return orig_run(self, *tensors, **kw)
+    if os.environ.get("NO_BOUND"):
+        self.bound.clear()
+    try:
+        return orig_run(self, *tensors, **kw)
+    except Exception as e:
+        print("LAUNCH ERROR in", self.__name__, type(e).__name__, str(e)[:500], flush=True)
+        raise
 tl_.Launcher.run = run
 
+if os.environ.get("ZOO_FLOW"):
+    from coil.bench import zoo
+    settings = zoo.Settings(device="cuda", dtype="bfloat16", budget_s=1.0)
+    rec = zoo.run_model(zoo_models.find(sys.argv[1]), settings)
+    import json
+    print("ZOO RECORD", rec["status"], json.dumps(rec.get("backends", {}).get("coil", {}), default=str)[:3000], rec.get("error"), rec.get("traceback", "")[-2000:], flush=True)
+    sys.exit(0)
 entry = zoo_models.find(sys.argv[1])
 ex = entry.build("cuda", False, 0)
 model = ex.model.to("cuda", torch.bfloat16).eval()
@@ -71,7 +96,8 @@ def main():
         text = r.stdout + r.stderr
         with open(os.path.join(folder, "log.txt"), "w") as f:
             f.write(text)
-        lines = [l for l in text.splitlines() if "BAD KERNEL" in l or "   arg" in l or "OK no" in l]
+        keys = ("BAD KERNEL", "   arg", "OK no", "LAUNCH ERROR", "ZOO RECORD", "Error")
+        lines = [l for l in text.splitlines() if any(k in l for k in keys)]
         print("\n".join(lines[:40]) or text[-3000:], flush=True)
 
 
