@@ -84,18 +84,34 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("models", nargs="+")
     p.add_argument("--out", default=os.environ.get("OUT", "gpu_out"))
+    p.add_argument("--copies", type=int, default=1,
+                   help="run each model this many times side by side (a loaded machine)")
+    p.add_argument("--blocking", type=int, default=1, help="CUDA_LAUNCH_BLOCKING")
     args = p.parse_args()
+    import tempfile
+
+    from coil.bench.compile_time import cache_env
+
+    procs = []
     for model in args.models:
-        folder = os.path.join(args.out, model.replace("/", "__"))
-        os.makedirs(folder, exist_ok=True)
-        env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1", COIL_DEBUG_DIR=os.path.join(folder, "debug"),
-                   HF_HUB_OFFLINE="1")
-        print(f"== {model}", flush=True)
-        r = subprocess.run([sys.executable, "-c", CHILD, model], env=env, capture_output=True,
-                           text=True, timeout=600)
-        text = r.stdout + r.stderr
-        with open(os.path.join(folder, "log.txt"), "w") as f:
-            f.write(text)
+        for copy in range(args.copies):
+            folder = os.path.join(args.out, model.replace("/", "__") + f"_{copy}")
+            os.makedirs(folder, exist_ok=True)
+            env = dict(os.environ, CUDA_LAUNCH_BLOCKING=str(args.blocking),
+                       COIL_DEBUG_DIR=os.path.join(folder, "debug"), HF_HUB_OFFLINE="1")
+            env.update(cache_env(tempfile.mkdtemp(prefix="bad_kernel_caches_")))
+            log = open(os.path.join(folder, "log.txt"), "w")
+            procs.append((model, copy, folder, log,
+                          subprocess.Popen([sys.executable, "-c", CHILD, model], env=env,
+                                           stdout=log, stderr=subprocess.STDOUT)))
+    for model, copy, folder, log, proc in procs:
+        try:
+            proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        text = open(os.path.join(folder, "log.txt"), errors="replace").read()
+        print(f"== {model} #{copy}: exit {proc.returncode}", flush=True)
         keys = ("BAD KERNEL", "   arg", "OK no", "LAUNCH ERROR", "ZOO RECORD", "Error")
         lines = [l for l in text.splitlines() if any(k in l for k in keys)]
         print("\n".join(lines[:40]) or text[-3000:], flush=True)

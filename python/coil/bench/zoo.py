@@ -357,7 +357,10 @@ def run_model(entry: Entry, settings: Settings, report=lambda record: None) -> d
         record["status"] = _status(record)
     record.pop("phase", None)
     if settings.device == "cuda":
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001 - a device fault a backend left behind: recorded
+            record.setdefault("error", f"after the model: {_error(e)}")
     return record
 
 
