@@ -488,7 +488,9 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
     invariants: the program with the masks of with_invariants (programs without an amax or amin
     pass at once). pieces: the program with with_pieces' steps. triton_check: Triton kernels
     (cpu_backend="triton", run by Triton's interpreter: TRITON_INTERPRET=1), each also compiled
-    for sm_90 (python/coil/triton_check.py; one that does not compile fails the program).
+    for sm_90 (python/coil/triton_check.py; one that does not compile fails the program), GEMM
+    operands padded as on CUDA, and every load and store checked against the launch's tensors,
+    tuning launches included (python/coil/triton_interp_check.py).
     cpp_wrapper: CPU graphs run through their C++ wrappers (option cpp_wrapper)."""
     import coil
 
@@ -518,7 +520,13 @@ def check_seed(seed: int, out_dir: str | None = None, dynamic: bool = False,
         if vectorize:
             patch["cpp_vectorize"] = vectorize
         if triton_check:
-            patch.update(cpu_backend="triton", triton_check_target="sm_90")
+            # As on CUDA: padded GEMM operands; every access checked against the launch's
+            # tensors, each kernel's tuning launch on copies included, with one of its first
+            # three configs (coil.triton_interp_check)
+            from coil import triton_interp_check
+
+            triton_interp_check.enable(config=seed % 3, tuning=True)
+            patch.update(cpu_backend="triton", triton_check_target="sm_90", gemm_padding="on")
         if cpp_wrapper:
             patch["cpp_wrapper"] = True
         with coil.config.patch(**patch), warnings.catch_warnings():

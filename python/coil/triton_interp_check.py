@@ -10,6 +10,7 @@ the kernel, the operation and the address, whatever the data.
 
     from coil import triton_interp_check
     triton_interp_check.enable(config=1)   # check accesses; run each kernel's second config
+    triton_interp_check.enable(tuning=True)  # and each first launch's tuning run on copies
 
 `config` picks which of a kernel's candidate configs the interpreter runs (modulo their count;
 on a GPU the fastest is chosen, so every one must be right). Tests enable it for the whole
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_state = {"enabled": False, "config": 0, "ranges": None, "kernel": None}
+_state = {"enabled": False, "config": 0, "tuning": False, "ranges": None, "kernel": None}
 
 
 class OutOfBounds(RuntimeError):
@@ -32,14 +33,21 @@ def config_index() -> int:
     return _state["config"]
 
 
+def tuning_runs() -> bool:
+    """Whether a kernel's first launch at new sizes first runs once as the GPU's tuner runs it,
+    on copies of the tensors it writes (coil.triton_launcher.scratch_args)."""
+    return _state["tuning"]
+
+
 def enabled() -> bool:
     return _state["enabled"]
 
 
-def enable(config: int = 0) -> None:
+def enable(config: int = 0, tuning: bool = False) -> None:
     """Check every access of every kernel launched under the interpreter from now on; run the
-    config-th candidate config of each kernel."""
+    config-th candidate config of each kernel; with tuning, also its tuning launch."""
     _state["config"] = int(config)
+    _state["tuning"] = bool(tuning)
     if _state["enabled"]:
         return
     from triton.runtime import interpreter

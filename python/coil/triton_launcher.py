@@ -2,9 +2,9 @@
 
 The candidate configs (XBLOCK, RBLOCK, num_warps) of each kernel are decided by the compiler and
 written into output_code.py; this module only chooses among them. On a GPU, the first call of a
-kernel with more than one candidate benchmarks them all (triton.testing.do_bench, on copies of the
-buffers the kernel writes, so in-place kernels are not run twice on live data) and keeps the
-fastest; the winner is cached in a JSON file beside the kernel source in coil's cache directory
+kernel with more than one candidate benchmarks them all (CUDA events, an L2-sized buffer zeroed
+before each launch, on copies of the buffers the kernel writes, so in-place kernels are not run
+twice on live data) and keeps the fastest; the winner is cached in a JSON file beside the kernel source in coil's cache directory
 (the cache_dir option), so later processes skip the benchmark. Under Triton's interpreter
 (TRITON_INTERPRET=1, tensors on the CPU) the first candidate is used as is.
 
@@ -158,7 +158,11 @@ class Launcher:
         if interpreting():  # the first candidate, or the one triton_interp_check asks for
             from coil import triton_interp_check
 
-            return self.configs[triton_interp_check.config_index() % len(self.configs)]
+            cfg = self.configs[triton_interp_check.config_index() % len(self.configs)]
+            if triton_interp_check.tuning_runs():  # as the GPU's tuner runs it: on copies
+                self._launch(cfg, scratch_args(tensors, self.written), xnumel, rnumel, ynumel,
+                             size_args)
+            return cfg
         if len(self.configs) == 1:
             return self.configs[0]
         path = self._cache_path(_device_name(tensors), *_bucket(xnumel, rnumel, ynumel))
@@ -193,21 +197,25 @@ class Launcher:
                    ynumel: int | None, size_args: tuple = ()) -> list[float]:
         # Written buffers are replaced by copies: a kernel that updates a buffer in place must not
         # see its own output as input on the next repetition of the live call.
-        args = list(tensors)
-        for i in self.written:
-            args[i] = args[i].clone()
+        import torch
+
+        args = scratch_args(tensors, self.written)
+        device = next((t.device for t in tensors if getattr(t, "is_cuda", False)), None)
+        flush = _l2_flush_buffer(device)
         timings = []
         for cfg in self.configs:
             try:
-                ms = triton.testing.do_bench(
+                ms = _time_ms(
                     lambda cfg=cfg: self._launch(cfg, args, xnumel, rnumel, ynumel, size_args),
-                    warmup=5, rep=25,
-                )
+                    flush)
             except Exception as e:  # noqa: BLE001 - e.g. out of shared memory or registers
                 if "perf" in self.options.logs:
                     print(f"[coil] {self.__name__}: config {cfg} failed: {e}", file=sys.stderr)
                 ms = float("inf")
             timings.append(ms)
+        del flush, args
+        if device is not None:
+            torch.cuda.synchronize(device)
         return timings
 
     def _cache_path(self, device: str, xnumel: int, rnumel: int | None,
@@ -222,6 +230,73 @@ class Launcher:
 
 
 _MAX_BOUND = 64  # direct launches kept per kernel (one per distinct size)
+
+
+def scratch_args(tensors, written) -> list:
+    """The arguments of a tuning launch: the tensors a kernel writes replaced by copies with the
+    same strides (padded rows and all) and as many elements after their first one as their
+    storage has, so that every address the kernel computes from them stays inside the copy.
+    (tensor.clone() made a padded buffer dense: timm's cait, efficientvit and halonet wrote past
+    the copy's end while tuning and faulted on an H100, or silently overwrote a neighbour.)"""
+    import torch
+
+    args = list(tensors)
+    for i in written:
+        t = args[i]
+        rest = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+        extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
+        base = torch.empty(max(rest, extent, 1), dtype=t.dtype, device=t.device)
+        copy = base.as_strided(t.shape, t.stride())
+        copy.copy_(t)
+        args[i] = copy
+    return args
+
+
+def _l2_flush_buffer(device):
+    """A buffer the size of the GPU's L2 cache, zeroed before each timed launch so that every
+    config starts from a cold cache. triton.testing.do_bench allocates 256 MB for this, on top of
+    the graph's buffers at its first call: the zoo's first-call peaks were about 200 MB above
+    Inductor's (H100, 2026-12-05), whose benchmarker sizes it by the L2 as here."""
+    import torch
+
+    if device is None:
+        return None
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 << 20
+    return torch.empty(l2 // 4, dtype=torch.int32, device=device)
+
+
+def _time_ms(fn, flush, warmup_ms: float = 5.0, rep_ms: float = 25.0) -> float:
+    """The median time of fn in milliseconds (CUDA events), the L2 flushed before each launch."""
+    import statistics
+
+    import torch
+
+    def clear():
+        if flush is not None:
+            flush.zero_()
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        clear()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-4)
+    for _ in range(max(1, min(int(warmup_ms / estimate), 200))):
+        fn()
+    n = max(1, min(int(rep_ms / estimate), 1000))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        clear()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def _bucket(xnumel: int, rnumel: int | None, ynumel: int | None) -> tuple:

@@ -530,6 +530,50 @@ def test_padded_matmul():
                      torch.randn(3, 5, 12), atol=1e-5, rtol=1e-5)
 
 
+def test_integer_constants_take_their_dtype():
+    # eager converts a scalar operand to the tensor's dtype as C++ does: clamp(uint8, -10, 10)
+    # compares with 246 (fuzzer --triton-check seeds 500204, 500243: Triton compared with -10).
+    x = torch.randint(0, 8, (3, 8), dtype=torch.uint8)
+    check_triton(lambda t: torch.sin(t.clamp(-10, 10)), x)
+    check_triton(lambda t: (t.to(torch.int8).clamp(-10, 10) * 3, t.clamp(max=5) + 250), x)
+
+
+def test_tuning_launches_stay_inside_padded_buffers():
+    # On a GPU the first launch of a kernel with several configs times each one on copies of the
+    # buffers it writes. tensor.clone() made a padded buffer (rows of 17 in rows of 20, as GEMM
+    # padding lays out attention's operands) dense, and the kernel, indexing with the padded
+    # strides, wrote past the copy's end: timm's cait_xxs24_224, efficientvit_b0 and halonet_h1
+    # faulted on an H100 (2026-12-05). Here the tuning launch runs under the interpreter's
+    # address checks (coil.triton_interp_check, tuning=True), with every candidate config.
+    from coil import triton_interp_check
+    from coil.triton_launcher import scratch_args
+
+    coil = requires_coil()
+
+    def f(a, b):
+        return torch.relu(a) @ (torch.relu(b) * 2).transpose(1, 2)
+
+    a, b = make_tensor((4, 49, 17)), make_tensor((4, 49, 17))
+    try:
+        for config in range(3):
+            triton_interp_check.enable(config=config, tuning=True)
+            coil.reset()
+            torch._dynamo.reset()
+            with coil.config.patch(gemm_padding="on"):
+                check_triton(f, a, b, atol=1e-5, rtol=1e-5)
+    finally:
+        triton_interp_check.enable(tuning=False)
+    # the copies keep the strides and the storage after the first element
+    padded = torch.empty_strided((4, 49, 17), (1000, 20, 1))
+    view = torch.empty(5000)[7:].as_strided((4, 49, 17), (1000, 20, 1))
+    for t in (padded, view):
+        (c,) = scratch_args([t], [0])
+        assert c.stride() == t.stride() and c.data_ptr() != t.data_ptr()
+        room = c.untyped_storage().nbytes() // 4 - c.storage_offset()
+        assert room >= t.untyped_storage().nbytes() // 4 - t.storage_offset()
+        assert room >= 1 + 3 * 1000 + 48 * 20 + 16
+
+
 def test_values_a_later_stage_reads_stay_in_registers(tmp_path):
     # A safe softmax (rows entirely -inf give zeros, as SDPA's math path and T5's masked
     # attention compute): the probabilities are read again by the where in a later stage. Rows

@@ -1,5 +1,6 @@
 #include "coil/ir/scalar.h"
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -198,6 +199,32 @@ Op Value::op() const {
   return node_->op;
 }
 
+namespace {
+
+// An integer constant's value as its dtype holds it: C++'s conversion, as eager converts a scalar
+// operand (clamp(uint8, -10, 10) compares with 246). Kernels print the value as a literal, and a
+// literal outside the dtype's range meant another number to Triton than to C++.
+int64_t wrap_to(int64_t v, DType dtype) {
+  switch (dtype) {
+    case DType::UInt8:
+      return static_cast<uint8_t>(v);
+    case DType::Int8:
+      return static_cast<int8_t>(v);
+    case DType::Int16:
+      return static_cast<int16_t>(v);
+    case DType::UInt16:
+      return static_cast<uint16_t>(v);
+    case DType::Int32:
+      return static_cast<int32_t>(v);
+    case DType::UInt32:
+      return static_cast<uint32_t>(v);
+    default:
+      return v;
+  }
+}
+
+}  // namespace
+
 Value constant(double v, DType dtype) {
   ScalarNode n = make_node(Op::Constant, dtype, {});
   if (graph::is_floating(dtype)) {
@@ -205,7 +232,7 @@ Value constant(double v, DType dtype) {
   } else if (dtype == DType::Bool) {
     n.ivalue = v != 0.0;
   } else {
-    n.ivalue = static_cast<int64_t>(v);
+    n.ivalue = wrap_to(static_cast<int64_t>(v), dtype);
   }
   return intern(std::move(n));
 }
@@ -213,7 +240,7 @@ Value constant(double v, DType dtype) {
 Value int_constant(int64_t v, DType dtype) {
   if (graph::is_floating(dtype)) return constant(static_cast<double>(v), dtype);
   ScalarNode n = make_node(Op::Constant, dtype, {});
-  n.ivalue = dtype == DType::Bool ? (v != 0) : v;
+  n.ivalue = dtype == DType::Bool ? (v != 0) : wrap_to(v, dtype);
   return intern(std::move(n));
 }
 
