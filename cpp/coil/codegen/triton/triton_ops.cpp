@@ -153,6 +153,11 @@ std::string unary_text(Op op, const std::string& a, DType d) {
     case Op::LogicalNot:
       return "(" + a + " == 0)";
     case Op::BitwiseNot:
+      // Unsigned: an xor with all ones of the dtype (the same on a GPU; Triton's interpreter
+      // makes ~ an xor with -1, which NumPy 2 refuses for unsigned arrays).
+      if (d == DType::UInt8) return "(" + a + " ^ tl.full([1], 255, tl.uint8))";
+      if (d == DType::UInt16) return "(" + a + " ^ tl.full([1], 65535, tl.uint16))";
+      if (d == DType::UInt32) return "(" + a + " ^ tl.full([1], 4294967295, tl.uint32))";
       return "~" + a;
     // The sign bit itself (std::signbit: true for -0.0 and negative NaNs).
     case Op::SignBit:
