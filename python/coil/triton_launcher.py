@@ -468,8 +468,33 @@ def libdevice():
     return _interpreter_libdevice()
 
 
+_BOOL_RESULTS = (np.greater, np.less, np.greater_equal, np.less_equal, np.equal, np.not_equal)
+_BOOL_KEEPING = (np.bitwise_and, np.bitwise_or, np.bitwise_xor)
+
+
+@functools.cache
+def _interpreter_bool_types() -> None:
+    """Triton's interpreter types a comparison's result, and a bitwise op of two booleans, with
+    its left operand's dtype, and converts the data to it: a boolean scalar (from a scalar load)
+    later broadcast came back as float32 and `&`/`|` with a mask failed (fuzzer --triton-check
+    seeds 500033, 501133). On a GPU these are int1. The interpreter's results are typed int1."""
+    from triton.runtime import interpreter
+
+    binary_op = interpreter.InterpreterBuilder.binary_op
+
+    def typed(self, lhs, rhs, op):
+        if op in _BOOL_RESULTS or (op in _BOOL_KEEPING and lhs.data.dtype == np.bool_
+                                   and rhs.data.dtype == np.bool_):
+            return interpreter.TensorHandle(op(lhs.data, rhs.data), tl.int1)
+        return binary_op(self, lhs, rhs, op)
+
+    interpreter.InterpreterBuilder.binary_op = typed
+
+
 def _interpreter_libdevice():
     from triton.runtime.interpreter import TensorHandle
+
+    _interpreter_bool_types()
 
     def data_of(x):
         return x.handle.data if isinstance(x, tl.core.tensor) else np.asarray(x)

@@ -538,6 +538,19 @@ def test_integer_constants_take_their_dtype():
     check_triton(lambda t: (t.to(torch.int8).clamp(-10, 10) * 3, t.clamp(max=5) + 250), x)
 
 
+def test_negated_zeros_keep_their_sign():
+    # Triton's unary minus is 0 - x: -(0.0) came out +0.0 where eager gives -0.0 (fuzzer
+    # --triton-check seed 501212). Scalar loads compared and combined (seed 501133: an
+    # interpreter typing quirk, coil.triton_launcher._interpreter_bool_types).
+    x = torch.tensor([0.0, -0.0, 1.5, float("inf"), float("nan"), -2.0])
+    out = check_triton(lambda t: (-t).flip(0) * 1, x)
+    ref = (-x).flip(0)
+    real = ~ref.isnan()  # (a NaN's sign is not part of eager's contract)
+    assert torch.equal(torch.signbit(out)[real], torch.signbit(ref)[real])
+    m = torch.tensor([0.5, -1.0])
+    check_triton(lambda a, b: ((a[0] > 0) | (a[1] > 0)) & (b > 0), m, make_tensor((9,)))
+
+
 def test_tuning_launches_stay_inside_padded_buffers():
     # On a GPU the first launch of a kernel with several configs times each one on copies of the
     # buffers it writes. tensor.clone() made a padded buffer (rows of 17 in rows of 20, as GEMM

@@ -90,7 +90,9 @@ std::string unary_text(Op op, const std::string& a, DType d) {
   bool f = is_float(d);
   switch (op) {
     case Op::Neg:
-      return "-" + a;
+      // Triton's unary minus is 0 - x, which makes -(0.0) +0.0 where eager gives -0.0 (fuzzer
+      // --triton-check seed 501212); a product with -1 is exact, and keeps NaN and infinities.
+      return f ? "(" + a + " * -1.0)" : "-" + a;
     case Op::Abs:
       return call("tl.abs", a);
     case Op::Exp:
