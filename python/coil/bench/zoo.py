@@ -503,6 +503,12 @@ def run_isolated(entry: Entry, settings: Settings, log_dir: str, lock: str | Non
     env = dict(os.environ, **OFFLINE_ENV)
     if lock:
         env[LOCK_ENV] = lock
+    if settings.jobs > 1:
+        # Inductor's compile workers are processes (one pool per child, as many as cores): with
+        # several models side by side, a share of the cores each (nine children with full pools
+        # took down a 16-core, 128 GB GPU machine, 2026-12-05)
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS",
+                       str(max(1, (os.cpu_count() or 2) // settings.jobs)))
     if not settings.keep_caches:
         from coil.bench.compile_time import cache_env
 
