@@ -36,7 +36,7 @@ BF16 = torch.bfloat16
 def test_in_interpreter_process():
     env = dict(os.environ, TRITON_INTERPRET="1", COIL_CPU_BACKEND="triton")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200,
                        cwd=os.path.dirname(__file__))
     assert r.returncode == 0, f"{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
 
