@@ -6,7 +6,7 @@ fallback op. Short scans (cumsum, cumprod) are prefix reductions."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import BACKEND, check, coil_records, dtype_id, make_tensor
+from conftest import BACKEND, check, coil_records, dtype_id, make_tensor, requires_coil
 
 F32, F64, I64, BOOL, BF16 = torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16
 
@@ -187,6 +187,27 @@ def test_long_scans_are_scan_kernels(name, fn, dtype):
     # carries the running value (ir::Buffer::scan): row form along the innermost dim, column form
     # (a loop over the scan, contiguous points side by side) along the others.
     check_lowered(fn, make_tensor((35, 40, 37), dtype), atol=1e-3, rtol=1e-3)
+
+
+SCAN_EPILOGUES = [
+    ("row", lambda x: torch.cumsum(x, -1) * 2 + x, 1),
+    ("column", lambda x: torch.sigmoid(torch.cumsum(x, 0)) - x, 1),
+    ("middle", lambda x: (torch.cumprod(1 + x / 64, 1) > 1).to(x.dtype), 1),
+    ("cummax", lambda x: (torch.cummax(x, 2).values - x, torch.cummax(x, 2).indices), 1),
+    # a reader at other positions (the scan flipped) is a kernel of its own
+    ("flipped", lambda x: torch.cumsum(x, 1).flip(1) + 1, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=dtype_id)
+@pytest.mark.parametrize("name,fn,kernels", SCAN_EPILOGUES, ids=[n for n, _, _ in SCAN_EPILOGUES])
+def test_pointwise_readers_join_the_scan(name, fn, kernels, dtype):
+    # sched::fuse_scan_epilogue: a pointwise reader over the scan's own elements that reads it
+    # where it is written is computed at each step of the scan, in its kernel; a 16-bit scan's
+    # readers see the rounded value, as eager's.
+    coil = requires_coil()
+    check_lowered(fn, make_tensor((35, 40, 37), dtype), atol=1e-3, rtol=1e-3)
+    assert sum(len(r.kernel_names) for r in coil.compiled_graphs()) == kernels
 
 
 @pytest.mark.parametrize("length", [33, 1000])

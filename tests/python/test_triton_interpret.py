@@ -549,6 +549,13 @@ def test_negated_zeros_keep_their_sign():
     assert torch.equal(torch.signbit(out)[real], torch.signbit(ref)[real])
     m = torch.tensor([0.5, -1.0])
     check_triton(lambda a, b: ((a[0] > 0) | (a[1] > 0)) & (b > 0), m, make_tensor((9,)))
+    # relu(-0.0) and floor_divide(-0.0, y) are -0.0 in eager, as in coil's C++ kernels (seed
+    # 503583: tl.maximum(0.0, -0.0) is +0.0; a zero quotient took no sign)
+    z = torch.tensor([-0.0, 0.0, -0.3, 0.3, -2.5, float("nan")])
+    for fn in (lambda t: torch.relu(t * 1), lambda t: torch.floor_divide(t, t.abs() + 1)):
+        out, ref = check_triton(fn, z), fn(z)
+        real = ~ref.isnan()
+        assert torch.equal(torch.signbit(out)[real], torch.signbit(ref)[real]), (out, ref)
 
 
 def test_tuning_launches_stay_inside_padded_buffers():

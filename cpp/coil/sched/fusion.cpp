@@ -330,9 +330,63 @@ std::string sizes_text(const Kernel& k) {
 // only at the element it writes (cummax's positions read its values): one loop carries both
 // running values, the later member reading the earlier's from a register. Any other kernel
 // stays apart from a scan: a reader would need the running value at its own position.
+//
+// A pointwise kernel over the scan's own elements that reads its buffers only where the scan
+// writes them (cumsum(x) + 1, a mask of the running max) joins it as an epilogue: each of its
+// members is computed at every step of the scan, after the scans, from their registers.
+std::variant<Kernel, std::string> fuse_scan_epilogue(const ir::Program& prog, const Kernel& scan,
+                                                     const Kernel& pw) {
+  std::string alone = "a scan kernel runs alone (its loop over r stores)";
+  if (pw.has_reduction() || is_scatter_kernel(prog, pw)) return alone;
+  const ir::Buffer& first = prog.buffers[scan.members.front().buffer];
+  std::set<std::string> ours, theirs;
+  for (const Member& m : scan.members) ours.insert(prog.buffers[m.buffer].name);
+  for (const Member& m : pw.members) theirs.insert(prog.buffers[m.buffer].name);
+  for (const Member& m : scan.members) {
+    for (const Access& acc : buffer_reads(prog.buffers[m.buffer])) {
+      if (theirs.count(acc.buffer)) return alone + "; the scan reads " + acc.buffer;
+    }
+  }
+  sym::RangeEnv env = scan.range_env();
+  std::map<std::string, Expr> written;
+  for (const Member& m : scan.members) {
+    const ir::Buffer& buf = prog.buffers[m.buffer];
+    written[buf.name] = sym::simplify(sym::substitute(buf.write_index(), m.var_map), env);
+  }
+  Kernel merged = scan;
+  for (const Member& pm : pw.members) {
+    const ir::Buffer& b = prog.buffers[pm.buffer];
+    if (b.is_reduction() || b.is_scan() || b.ranges != first.ranges)
+      return alone + "; " + b.name + " does not run over the scan's elements";
+    Member m;
+    m.buffer = pm.buffer;
+    m.inner = true;
+    m.var_map = scan.members.front().var_map;  // the same dims, the same loops
+    for (const Access& acc : buffer_reads(b)) {
+      if (!ours.count(acc.buffer)) continue;
+      if (acc.whole || acc.indirect ||
+          sym::simplify(sym::substitute(acc.index, m.var_map), env) != written.at(acc.buffer))
+        return alone + "; " + b.name + " reads " + acc.buffer +
+               " at other positions than it is "
+               "written";
+    }
+    merged.members.push_back(m);
+  }
+  std::sort(merged.members.begin(), merged.members.end(),
+            [](const Member& x, const Member& y) { return x.buffer < y.buffer; });
+  if (!prog.buffers[merged.members.front().buffer].is_scan())
+    return alone + "; a pointwise member would run before the scan";
+  merged.decisions.push_back(
+      "pointwise readers of the scan computed at each of its steps "
+      "(epilogue)");
+  return merged;
+}
+
 std::variant<Kernel, std::string> fuse_scans(const ir::Program& prog, const Kernel& a,
                                              const Kernel& b) {
   std::string alone = "a scan kernel runs alone (its loop over r stores)";
+  if (a.scan != b.scan)
+    return a.scan ? fuse_scan_epilogue(prog, a, b) : fuse_scan_epilogue(prog, b, a);
   if (!a.scan || !b.scan || a.scan_column != b.scan_column || a.xsizes != b.xsizes ||
       a.rsizes != b.rsizes)
     return alone;

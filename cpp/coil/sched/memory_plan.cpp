@@ -204,6 +204,8 @@ void plan_memory(const ir::Program& prog, Schedule& s, bool inputs_freed) {
       }
       bool local = true;
       for (int step : reader_steps[bi]) local &= step == plan.alloc_step;
+      // A column-form scan reads the row it stored at the step before (C++ kernels).
+      if (b.is_scan() && k.scan_column) local = false;
       if (local) {
         // Same kernel: inner values must be read in their own loop.
         for (const Member& m : k.members) {

@@ -127,19 +127,33 @@ TEST(Scheduler, ScheduleTextOfAReductionKernel) {
 TEST(Scheduler, ScansRunAloneWithTheScanDimAsR) {
   // cumsum over dim 1 of [4, 40, 48] (longer than the prefix reductions take): x over dims 0 and
   // 2, r0 along the scan; the x points after it are contiguous, so column form. The reader (* 2)
-  // does not fuse into it.
+  // reads it where it is written: it joins the scan as an epilogue (sched::fuse_scan_epilogue),
+  // computed at each step; the scan's buffer is still stored (the column form reads it back).
   GraphBuilder b;
   Arg x = b.input("arg0_1", contiguous({4, 40, 48}));
   Arg c = b.call("cumsum", "aten.cumsum.default", {x, test::iarg(1)}, contiguous({4, 40, 48}));
   Arg m = b.call("mul", "aten.mul.Tensor", {c, test::farg(2.0)}, contiguous({4, 40, 48}));
   ir::Program prog = lower::lower_graph(b.finish({m}));
   Schedule s = schedule_program(prog);
-  ASSERT_EQ(s.kernels.size(), 2u);
+  ASSERT_EQ(s.kernels.size(), 1u);
   const Kernel& k = s.kernels[0];
   EXPECT_TRUE(k.scan && k.scan_column);
+  EXPECT_EQ(k.members.size(), 2u);
   EXPECT_EQ(k.xsizes, (std::vector<Expr>{Expr(4), Expr(48)}));
   EXPECT_EQ(k.rsizes, (std::vector<Expr>{Expr(40)}));
-  EXPECT_EQ(s.verdicts.at(0).reason, "a scan kernel runs alone (its loop over r stores)");
+  EXPECT_TRUE(s.verdicts.at(0).fused);
+
+  // A reader at other positions (the scan flipped along its dim) stays apart.
+  GraphBuilder bf;
+  Arg xf = bf.input("arg0_1", contiguous({4, 40, 48}));
+  Arg cf = bf.call("cumsum", "aten.cumsum.default", {xf, test::iarg(1)}, contiguous({4, 40, 48}));
+  Arg ff = bf.call("flip", "aten.flip.default", {cf, test::ints({1})}, contiguous({4, 40, 48}));
+  ir::Program progf = lower::lower_graph(bf.finish({ff}));
+  Schedule sf = schedule_program(progf);
+  ASSERT_EQ(sf.kernels.size(), 2u);
+  EXPECT_NE(sf.verdicts.at(0).reason.find("at other positions than it is written"),
+            std::string::npos)
+      << sf.verdicts.at(0).reason;
 
   // Over the last dim: row form.
   GraphBuilder b2;

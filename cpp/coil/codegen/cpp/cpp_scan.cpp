@@ -47,20 +47,23 @@ std::string combine_text(ir::ReductionType t, DType d, const std::string& a, con
 void Emitter::render_scan() {
   indent_ = 1;
   // Members in program order; a later one may read an earlier one's value at the element it
-  // writes (sched::fuse_scans), which it then takes from the variable that holds it.
+  // writes (sched::fuse_scans), which it then takes from the variable that holds it. Members
+  // that are not scans (sched::fuse_scan_epilogue) are computed at each point after the scans.
   struct Scan {
     const ir::Buffer* b;
     DType t;  // the running value's
     Value body;
     Expr idx;
     std::string out, acc;
+    bool scan() const { return b->is_scan(); }
   };
   std::vector<Scan> scans;
   for (const sched::Member& m : k_.members) {
     const ir::Buffer& b = prog_.buffers[m.buffer];
+    auto ptr = ptr_.find(b.name);  // none: every reader is in this kernel (registers)
     scans.push_back({&b, b.body.dtype(), kernel_body(m),
-                     sym::substitute(b.write_index(), member_map(m)), ptr_.at(b.name),
-                     "acc_" + b.name});
+                     sym::substitute(b.write_index(), member_map(m)),
+                     ptr == ptr_.end() ? std::string() : ptr->second, "acc_" + b.name});
   }
   size_t nx = k_.xsizes.size();
   Expr work = k_.rsizes.at(0);
@@ -90,15 +93,22 @@ void Emitter::render_scan() {
     std::map<std::string, std::string> saved = available_;
     for (const Scan& sc : scans) {
       std::string v = value(sc.body);
-      std::string combined = combine_text(*sc.b->scan, sc.t, prev(sc), v);
+      std::string combined = sc.scan() ? combine_text(*sc.b->scan, sc.t, prev(sc), v) : v;
       std::string var = "v_" + sc.b->name;
       line("const " + ctype(sc.t) + " " + var + " = " + combined + ";");
-      keep(sc, var);
+      if (sc.scan()) keep(sc, var);
       std::string stored = sc.t == sc.b->layout.dtype
                                ? var
                                : "static_cast<" + ctype(sc.b->layout.dtype) + ">(" + var + ")";
-      line(sc.out + "[" + index_text(sc.b->name, sc.idx) + "] = " + stored + ";");
-      if (sc.t == sc.b->layout.dtype) available_[sc.b->name] = var;
+      if (!sc.out.empty())
+        line(sc.out + "[" + index_text(sc.b->name, sc.idx) + "] = " + stored + ";");
+      if (sc.t == sc.b->layout.dtype) {
+        available_[sc.b->name] = var;
+      } else {  // its readers see the stored (rounded) value, as eager's
+        std::string narrow = "n_" + sc.b->name;
+        line("const " + ctype(sc.b->layout.dtype) + " " + narrow + " = " + stored + ";");
+        available_[sc.b->name] = narrow;
+      }
     }
     available_ = saved;
     memo_.pop_back();
@@ -109,8 +119,10 @@ void Emitter::render_scan() {
            (nx > 1 ? " collapse(" + std::to_string(nx) + ")" : std::string()));
     }
     for (size_t i = 0; i < nx; ++i) open(loop_header("x" + std::to_string(i), "0", size(i)));
-    for (const Scan& sc : scans)
-      line(ctype(sc.t) + " " + sc.acc + " = " + reduction_identity(*sc.b->scan, sc.t) + ";");
+    for (const Scan& sc : scans) {
+      if (sc.scan())
+        line(ctype(sc.t) + " " + sc.acc + " = " + reduction_identity(*sc.b->scan, sc.t) + ";");
+    }
     open(loop_header("r0", "0", len));
     point([](const Scan& sc) { return sc.acc; },
           [&](const Scan& sc, const std::string& var) { line(sc.acc + " = " + var + ";"); });
@@ -122,7 +134,7 @@ void Emitter::render_scan() {
   // reads the one before back from the buffer: it must hold the running value's dtype.
   size_t p = static_cast<size_t>(scans[0].b->scan_dim);
   for (const Scan& sc : scans) {
-    if (sc.b->layout.dtype != sc.t || static_cast<size_t>(sc.b->scan_dim) != p) {
+    if (sc.scan() && (sc.b->layout.dtype != sc.t || static_cast<size_t>(sc.b->scan_dim) != p)) {
       throw std::logic_error("cpp codegen: column-form scan " + sc.b->name +
                              " stored narrower than its running value, or along another dim");
     }

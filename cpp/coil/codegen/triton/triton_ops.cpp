@@ -240,12 +240,10 @@ std::string binary_text(Op op, const std::string& a, const std::string& b, DType
       return call("libdevice.atan2", a, b);
     case Op::Maximum:
       if (boolean) return infix("|");
-      return f ? "tl.maximum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)"
-               : call("tl.maximum", a, b);
+      return f ? call("coil_fmax", a, b) : call("tl.maximum", a, b);
     case Op::Minimum:
       if (boolean) return infix("&");
-      return f ? "tl.minimum(" + a + ", " + b + ", propagate_nan=tl.PropagateNan.ALL)"
-               : call("tl.minimum", a, b);
+      return f ? call("coil_fmin", a, b) : call("tl.minimum", a, b);
     case Op::Lt:
       return infix("<");
     case Op::Le:

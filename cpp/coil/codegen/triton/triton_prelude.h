@@ -40,6 +40,8 @@ def coil_ffloordiv(a, b):
     d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
     f = tl.floor(d)
     f = tl.where(d - f > 0.5, f + 1.0, f)
+    # a zero quotient takes the sign of a / b, as eager's (floor_divide(-0.0, 1) is -0.0)
+    f = tl.where(d == 0, (a / b) * 0.0, f)
     return tl.where(b == 0, a / b, f)
 
 
@@ -64,6 +66,18 @@ def coil_f32_to_bf16(x):
     u = x.to(tl.uint32, bitcast=True)
     r = tl.where((u & 0x7FFFFFFF) > 0x7F800000, u | 0x400000, u + 0x7FFF + ((u >> 16) & 1))
     return (r >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def coil_fmax(a, b):
+    # coil_max of the C++ kernels: NaN wins, and of two equal values (0.0 and -0.0) the second,
+    # so relu(-0.0) = maximum(0.0, -0.0) is -0.0 as eager's (tl.maximum gives +0.0).
+    return tl.where((a != a) | (a > b), a, b)
+
+
+@triton.jit
+def coil_fmin(a, b):
+    return tl.where((a != a) | (a < b), a, b)
 
 
 @triton.jit
