@@ -552,7 +552,9 @@ def test_negated_zeros_keep_their_sign():
     # relu(-0.0) and floor_divide(-0.0, y) are -0.0 in eager, as in coil's C++ kernels (seed
     # 503583: tl.maximum(0.0, -0.0) is +0.0; a zero quotient took no sign)
     z = torch.tensor([-0.0, 0.0, -0.3, 0.3, -2.5, float("nan")])
-    for fn in (lambda t: torch.relu(t * 1), lambda t: torch.floor_divide(t, t.abs() + 1)):
+    for fn in (lambda t: torch.relu(t * 1), lambda t: torch.floor_divide(t, t.abs() + 1),
+               lambda t: torch.minimum(t, torch.zeros_like(t)),
+               lambda t: torch.maximum(t, -t) + torch.minimum(torch.zeros_like(t), t)):
         out, ref = check_triton(fn, z), fn(z)
         real = ~ref.isnan()
         assert torch.equal(torch.signbit(out)[real], torch.signbit(ref)[real]), (out, ref)

@@ -1,6 +1,8 @@
 // Lowerings of elementwise ops: arithmetic, comparisons, logic, unary math, activations, casts.
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "coil/lower/lowering.h"
 #include "coil/lower/pointwise_util.h"
@@ -192,8 +194,15 @@ void register_pointwise(Registry& r) {
   reg_add_sub(r, "sub", Op::Sub);
   reg_binary(r, "mul", Op::Mul);
   reg_binary(r, "div", Op::Div);
-  reg_binary(r, "maximum", Op::Maximum);
-  reg_binary(r, "minimum", Op::Minimum);
+  // Of two equal values (0.0 and -0.0) eager's maximum and minimum return the first; coil's
+  // Maximum and Minimum return the second (so that relu, Maximum(0, x), keeps -0.0): swapped.
+  for (const auto& [name, op] : {std::pair<const char*, Op>{"maximum", Op::Maximum},
+                                 std::pair<const char*, Op>{"minimum", Op::Minimum}}) {
+    for (const char* overload : {".Tensor", ".Scalar", ".default"}) {
+      reg_math(r, std::string("aten.") + name + overload, 2,
+               [op](const std::vector<Value>& v) { return ir::binary(op, v[1], v[0]); });
+    }
+  }
   reg_binary(r, "remainder", Op::Remainder);
   reg_binary(r, "fmod", Op::Fmod);
   reg_binary(r, "atan2", Op::Atan2);
