@@ -234,18 +234,18 @@ _MAX_BOUND = 64  # direct launches kept per kernel (one per distinct size)
 
 def scratch_args(tensors, written) -> list:
     """The arguments of a tuning launch: the tensors a kernel writes replaced by copies with the
-    same strides (padded rows and all) and as many elements after their first one as their
-    storage has, so that every address the kernel computes from them stays inside the copy.
-    (tensor.clone() made a padded buffer dense: timm's cait, efficientvit and halonet wrote past
-    the copy's end while tuning and faulted on an H100, or silently overwrote a neighbour.)"""
+    same strides (padded rows and all), each over the whole extent its strides reach, so that
+    every address the kernel computes from them stays inside the copy. (tensor.clone() made a
+    padded buffer dense: timm's cait, efficientvit and halonet wrote past the copy's end while
+    tuning and faulted on an H100, or silently overwrote a neighbour.) The extent, not the rest
+    of the storage: a view of one slot of a large cache copies the slot."""
     import torch
 
     args = list(tensors)
     for i in written:
         t = args[i]
-        rest = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
         extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
-        base = torch.empty(max(rest, extent, 1), dtype=t.dtype, device=t.device)
+        base = torch.empty(max(extent, 1), dtype=t.dtype, device=t.device)
         copy = base.as_strided(t.shape, t.stride())
         copy.copy_(t)
         args[i] = copy
