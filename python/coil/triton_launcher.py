@@ -4,8 +4,8 @@ The candidate configs (XBLOCK, RBLOCK, num_warps) of each kernel are decided by 
 written into output_code.py; this module only chooses among them. On a GPU, the first call of a
 kernel with more than one candidate benchmarks them all (CUDA events, an L2-sized buffer zeroed
 before each launch, on copies of the buffers the kernel writes, so in-place kernels are not run
-twice on live data) and keeps the fastest; the winner is cached in a JSON file beside the kernel source in coil's cache directory
-(the cache_dir option), so later processes skip the benchmark. Under Triton's interpreter
+twice on live data) and keeps the fastest; the winner is cached in a JSON file beside the kernel
+source in coil's cache directory (the cache_dir option), so later processes skip the benchmark. Under Triton's interpreter
 (TRITON_INTERPRET=1, tensors on the CPU) the first candidate is used as is.
 
 `libdevice()` gives the module generated kernels call for math Triton's core language lacks

@@ -5,14 +5,16 @@ constants, scans of a constant). Run like test_triton_interpret.py: in a child p
 TRITON_INTERPRET=1 (test_in_interpreter_process), or directly when it is set."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from conftest import BACKEND, make_tensor, requires_coil
-from test_triton_interpret import _triton_interpreter, check_triton  # noqa: F401 (autouse fixture)
+from test_triton_interpret import (  # noqa: F401 (_triton_interpreter: the autouse fixture)
+    _triton_interpreter,
+    check_triton,
+    run_in_interpreter,
+)
 
 pytest.importorskip("triton")
 
@@ -23,11 +25,7 @@ INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
 @pytest.mark.skipif(INTERPRETING, reason="this process already runs the tests themselves")
 def test_in_interpreter_process():
-    env = dict(os.environ, TRITON_INTERPRET="1", COIL_CPU_BACKEND="triton")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(__file__))
-    assert r.returncode == 0, f"{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+    run_in_interpreter(__file__, timeout=900)
 
 
 def test_out_of_bounds_accesses_are_caught():

@@ -32,13 +32,19 @@ INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 BF16 = torch.bfloat16
 
 
+def run_in_interpreter(path: str, timeout: float) -> None:
+    """Runs the test file at path in a child process with TRITON_INTERPRET=1 (which must be set
+    before triton is imported); fails with its output if any of its tests fails."""
+    env = dict(os.environ, TRITON_INTERPRET="1", COIL_CPU_BACKEND="triton")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                       cwd=os.path.dirname(path))
+    assert r.returncode == 0, f"{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+
+
 @pytest.mark.skipif(INTERPRETING, reason="this process already runs the tests themselves")
 def test_in_interpreter_process():
-    env = dict(os.environ, TRITON_INTERPRET="1", COIL_CPU_BACKEND="triton")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200,
-                       cwd=os.path.dirname(__file__))
-    assert r.returncode == 0, f"{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+    run_in_interpreter(__file__, timeout=1200)
 
 
 @functools.cache
